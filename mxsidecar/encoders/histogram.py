@@ -1,0 +1,189 @@
+"""Histograms: the legacy ``HistogramProto``, which both of TensorBoard's loaders read.
+
+Contract (TensorBoard ``plugins/histogram/metadata.py``): plugin ``histograms``,
+content ``HistogramPluginData{version: 0}``.  We write ``Value.histo`` rather than the
+``[k, 3]`` tensor because it carries exact ``min``/``max``/``num``/``sum``/
+``sum_squares``; TensorBoard converts it on load (``data_compat.py``), using ``min``
+as the first left edge and ``max`` as the last right edge, so empty tails are
+trimmed here (mxboard's 1,548 buckets spanning +-1e20 are what render as one spike).
+
+Bucketing happens in the data's own dtype (float32 stays float32: converting a 1M
+array to float64 first costs more than the histogram).  ``'default'`` uses
+TensorFlow's bucket limits (+-1e-12 * 1.1**k up to 1e20, and 0) with TensorFlow's
+``upper_bound`` rule, bucket ``i`` being ``[limit[i-1], limit[i])``; the index is
+computed with one logarithm instead of a binary search over 1,549 edges, and only
+values within rounding distance of an edge are placed by ``searchsorted``.  Runs
+of empty buckets are collapsed into one, as TensorFlow's ``EncodeToProto`` does.
+
+NaN and +-Inf are left out of the buckets and of min/max/num/sum; their count is
+returned to the sidecar, which reports it per tag in ``stats()``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..messages import Descriptor
+from ..proto import histogram_pb2, plugin_histogram_pb2, summary_pb2
+from . import Encoded
+
+PLUGIN_NAME = "histograms"
+PROTO_VERSION = 0
+MAX_BINS = 10_000  # the writer enforces it for ints and edges; numpy's rules are capped here
+DBL_MAX = float(np.finfo(np.float64).max)
+
+
+def create_summary_metadata() -> summary_pb2.SummaryMetadata:
+    content = plugin_histogram_pb2.HistogramPluginData(version=PROTO_VERSION)
+    md = summary_pb2.SummaryMetadata()
+    md.plugin_data.plugin_name = PLUGIN_NAME
+    md.plugin_data.content = content.SerializeToString()
+    return md
+
+
+METADATA = create_summary_metadata()
+
+
+def _tf_positive_limits() -> np.ndarray[Any, Any]:
+    # TensorFlow's histogram.cc: for (v = 1e-12; v < 1e20; v *= 1.1)
+    out, v = [], 1e-12
+    while v < 1e20:
+        out.append(v)
+        v *= 1.1
+    return np.array(out)
+
+
+_POS = _tf_positive_limits()  # 774 limits
+NPOS = len(_POS)
+TF_LIMITS = np.concatenate([-_POS[::-1], [0.0], _POS])  # 1549 limits, ascending
+ZERO_INDEX = NPOS  # TF_LIMITS[ZERO_INDEX] == 0
+_LOG_GROWTH = math.log(1.1)
+_EDGE_SLACK = 1e-3  # in log-bucket units; float32 log() of values up to 1e20 errs by ~5e-5
+
+
+def _work_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    if dtype == np.float32 or dtype == np.float64:
+        return dtype
+    if dtype == np.float16:
+        return np.dtype(np.float32)  # numpy's float16 arithmetic is slow and coarse
+    return np.dtype(np.float64)  # ints and bools
+
+
+def tf_bucket_index(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``searchsorted(TF_LIMITS, x, side='right')`` for finite ``x``, without the search.
+
+    With ``n = #{p_j <= |x|} = floor(log(|x| / 1e-12) / log 1.1) + 1`` (clamped to
+    [0, NPOS]) over the positive limits ``p_j``, the index is ``NPOS + 1 + n`` for
+    ``x >= 0`` and ``NPOS - n`` for ``x < 0``: both are ``NPOS + 1/2 +- (n + 1/2)``,
+    computed in place in the data's dtype (a handful of passes, no int64 temporaries).
+    Values whose log lands within ``_EDGE_SLACK`` of an integer may sit on either side
+    of a limit after rounding; those few are placed by an exact search.
+    """
+    t = x.dtype.type
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # |x| near 1e38 overflows to inf: clamped below
+        k = np.abs(x)
+        k *= t(1e12)
+        np.log(k, out=k)
+        k *= t(1.0 / _LOG_GROWTH)
+        n = np.floor(k)
+        k -= n  # fractional part; NaN where x == 0 (-inf - -inf), never "unsure"
+        unsure = np.flatnonzero((k < _EDGE_SLACK) | (k > 1 - _EDGE_SLACK))
+    n += 1
+    np.maximum(n, 0, out=n)  # |x| < 1e-12, and -inf for x == 0
+    np.minimum(n, NPOS, out=n)
+    n += t(0.5)
+    np.copysign(n, x + t(0), out=n)  # + 0 turns -0.0 into +0.0, which counts as >= 0
+    n += t(NPOS + 0.5)
+    idx: np.ndarray[Any, Any] = n.astype(np.intp)
+    if unsure.size:
+        idx[unsure] = np.searchsorted(TF_LIMITS.astype(x.dtype), x[unsure], side="right")
+    return idx
+
+
+def _collapse(limits: np.ndarray[Any, Any], counts: np.ndarray[Any, Any]) -> tuple[list[float], list[float]]:
+    """Trim empty buckets at both ends; merge each run of empty buckets into one."""
+    nz = np.flatnonzero(counts)
+    if nz.size == 0:
+        return [], []
+    limits = limits[nz[0] : nz[-1] + 1]
+    counts = counts[nz[0] : nz[-1] + 1]
+    empty = counts == 0
+    # keep a bucket unless it is empty and the next one is empty too (the run's last stays)
+    keep = ~(empty & np.append(empty[1:], False))
+    return limits[keep].tolist(), counts[keep].astype(np.float64).tolist()
+
+
+def _rule_bins(x: np.ndarray[Any, Any], rule: str, lo: float, hi: float) -> int:
+    """Number of equal-width buckets numpy's ``rule`` asks for, capped at MAX_BINS.
+
+    np.histogram_bin_edges would first build every edge it asks for (tensorboardX#1:
+    66 billion), so the width is taken from numpy's selector and bounded here.
+    """
+    if hi <= lo:
+        return 1
+    try:
+        from numpy.lib._histograms_impl import _hist_bin_selectors  # type: ignore[import-not-found]  # numpy >= 2
+    except ImportError:
+        from numpy.lib.histograms import _hist_bin_selectors  # type: ignore[attr-defined]
+    width = float(_hist_bin_selectors[rule](x, (lo, hi)))
+    if not width > 0 or not math.isfinite(width):
+        return 1
+    return int(min(MAX_BINS, max(1, math.ceil((hi - lo) / width))))
+
+
+def histogram_pb(values: np.ndarray[Any, Any], bins: Any = "default") -> tuple[histogram_pb2.HistogramProto, int]:
+    """The HistogramProto of ``values`` (any shape, real dtype) and its non-finite count.
+
+    Raises ValueError when no value is finite (nothing to draw).
+    """
+    x = values.reshape(-1)
+    x = x.astype(_work_dtype(x.dtype), copy=False)
+    finite = np.isfinite(x)
+    nonfinite = 0
+    if not finite.all():
+        nonfinite = int(x.size - np.count_nonzero(finite))
+        x = x[finite]
+    if x.size == 0:
+        raise ValueError(f"all {nonfinite} values are NaN or Inf; nothing to draw")
+    lo, hi = float(x.min()), float(x.max())
+    # Exact moments: float64 accumulation in chunks (no 8-byte copy of the whole array).
+    total = total_sq = 0.0
+    for i in range(0, x.size, 1 << 16):
+        c = x[i : i + (1 << 16)].astype(np.float64)
+        total += float(c.sum())
+        total_sq += float(c @ c)
+
+    if isinstance(bins, str) and bins == "default":
+        counts = np.bincount(tf_bucket_index(x), minlength=len(TF_LIMITS) + 1)
+        limits = np.append(TF_LIMITS.astype(x.dtype).astype(np.float64), DBL_MAX)
+    else:
+        if isinstance(bins, str):
+            bins = _rule_bins(x, bins, lo, hi)
+        if isinstance(bins, int):
+            counts, edges = np.histogram(x, bins=bins, range=(lo, hi) if hi > lo else (lo - 0.5, hi + 0.5))
+            limits = edges[1:].astype(np.float64)
+        else:
+            edges = np.asarray(bins, dtype=np.float64)
+            inner = np.histogram(x, bins=edges)[0]
+            # Values outside the edges are not dropped: they get a bucket of their own
+            # on each side, so num, min and max still describe every finite value.
+            below = int(np.count_nonzero(x < edges[0]))
+            above = int(np.count_nonzero(x > edges[-1]))
+            counts = np.concatenate([[below], inner, [above]])
+            limits = np.concatenate([edges, [max(hi, edges[-1])]])
+    bucket_limit, bucket = _collapse(limits, counts)
+    proto = histogram_pb2.HistogramProto(
+        min=lo, max=hi, num=float(x.size), sum=total, sum_squares=total_sq, bucket_limit=bucket_limit, bucket=bucket
+    )
+    return proto, nonfinite
+
+
+def encode(desc: Descriptor, data: Any) -> list[Encoded]:
+    bins = (desc.options or {}).get("bins", "default")
+    proto, nonfinite = histogram_pb(data, bins)
+    value = summary_pb2.Summary.Value(tag=desc.tag)
+    value.histo.CopyFrom(proto)
+    return [Encoded(desc.run, value, METADATA, {"nonfinite": nonfinite} if nonfinite else None)]

@@ -1,0 +1,388 @@
+"""The training side of the transport: sequence numbers, admission, spans in flight.
+
+::
+
+    add_*  (training thread, under the pipeline lock)
+      | sticky error?  -> raise it (one explained error, every call after it too)
+      | admit: FlowControl.admit(reserve)      reserve = queue slot (+ arena span)
+      |          full -> block (Condition.wait) or drop (counted)
+      | seq += 1; copy into the span (numpy memcpy, or an engine copy for NDArrays)
+      | completion.put(item)                   SimpleQueue.put: never blocks
+      v
+    completion thread -> waits for pending engine copies, in seq order -> channel
+    receiver thread   <- Progress(done_seq): free spans <= done_seq, notify waiters
+                      <- EOF: SidecarError (sticky), notify waiters
+
+"Queued" is ``seq - done_seq``: everything logged and not yet handled by the
+sidecar, including what sits in the completion queue and in the socket, so
+``max_queue`` bounds memory end to end; ``slab_mb`` bounds the arrays.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import warnings
+from collections import Counter, deque
+from collections.abc import Callable
+from typing import Any
+
+from .arena import Arena
+from .backpressure import FlowControl, OnFull
+from .capture import STOP, CompletionThread, EngineCapture
+from .errors import MxSidecarError, SidecarError, WriterClosed
+from .messages import Kind, Notice, Op
+from .supervisor import SidecarOptions, Supervisor
+
+__all__ = ["Pipeline"]
+
+STATS_TIMEOUT = 10.0
+
+_live: set[Pipeline] = set()  # open pipelines, closed at interpreter exit
+_file_index = iter(range(sys.maxsize))  # distinguishes files of writers in one process
+
+
+class Pipeline:
+    def __init__(
+        self,
+        logdir: str,
+        *,
+        max_queue: int,
+        slab_bytes: int,
+        on_full: OnFull,
+        block_timeout: float | None,
+        flush_secs: float,
+        filename_suffix: str,
+        nice: int,
+        cpus: tuple[int, ...],
+    ) -> None:
+        self.logdir = logdir
+        self.max_queue = max_queue
+        self._cond = threading.Condition(threading.Lock())
+        self.flow = FlowControl(on_full, block_timeout)
+        self._seq = 0
+        self._done = 0
+        self._spans: deque[tuple[int, int]] = deque()  # (seq, offset), seq ascending
+        self._controls: deque[int] = deque()  # seqs of control descriptors not yet done
+        self._stats_replies: dict[int, dict[str, Any]] = {}
+        self.notices: Counter[tuple[str, str]] = Counter()  # (tag, reason) -> items refused
+        self._error: MxSidecarError | None = None
+        self._error_raised = False
+        self._exited = False
+        self.closed = False
+        self.queued_bytes_total = 0
+        self._engine: EngineCapture | None = None
+        self.arena = Arena.create(slab_bytes)
+        try:
+            self.completion = CompletionThread(self._send, self._on_completion_failure)
+            self.supervisor = Supervisor(
+                SidecarOptions(logdir, self.arena.name, flush_secs, filename_suffix, next(_file_index), nice, cpus),
+                self._on_progress,
+                self._on_notice,
+                self._on_stats,
+                self._on_exit,
+            )
+        except BaseException:
+            self.arena.close()
+            self.arena.unlink()
+            raise
+        self.completion.start()
+        self._owner_pid = os.getpid()
+        _live.add(self)
+
+    # -- the training thread's side -----------------------------------------
+    def _check(self) -> None:
+        """Raise the sticky error (called with the lock held)."""
+        if self._error is not None:
+            self._error_raised = True
+            raise self._error
+        if self.closed:
+            raise WriterClosed("this SidecarWriter is closed")
+
+    def _reserve_slot(self) -> bool | str:
+        return True if self._seq - self._done < self.max_queue else "max_queue"
+
+    def submit(
+        self,
+        kind: Kind,
+        tag: str,
+        step: int,
+        wall_time: float,
+        *,
+        run: str = "",
+        number: float = 0.0,
+        text: str = "",
+        options: dict[str, Any] | None = None,
+    ) -> bool:
+        """Enqueue a value that travels inside its descriptor; False if dropped."""
+        with self._cond:
+            if self._error is not None or self.closed:
+                self._check()
+            if self._seq - self._done >= self.max_queue:
+                if self.flow.admit(self._reserve_slot, self._cond.wait, kind.name.lower(), tag, self._check) is None:
+                    return False
+            self._seq += 1
+            self.completion.put(
+                (Op.ITEM, self._seq, kind, tag, step, wall_time, run, number, text, 0, 0, "", (), options, None)
+            )
+            return True
+
+    def submit_array(
+        self,
+        kind: Kind,
+        tag: str,
+        step: int,
+        wall_time: float,
+        *,
+        shape: tuple[int, ...],
+        dtype: str,
+        nbytes: int,
+        fill: Callable[[Any, int], Callable[[], Any] | None],
+        run: str = "",
+        options: dict[str, Any] | None = None,
+    ) -> bool:
+        """Reserve a span, ``fill(arena_buf, offset)`` it, enqueue the descriptor.
+
+        ``fill`` copies (numpy) or starts an engine copy (NDArray) and returns None or
+        the callable the completion thread waits on.  False if the item was dropped.
+        """
+        with self._cond:
+            if self._error is not None or self.closed:
+                self._check()
+            allocator = self.arena.allocator
+            assert allocator is not None
+            if not allocator.fits_ever(nbytes):
+                raise ValueError(
+                    f"{kind.name.lower()} {tag!r}: {nbytes / 2**20:.1f} MB can never fit in the arena "
+                    f"(slab_mb={self.arena.size / 2**20:g}); raise slab_mb or log a smaller array"
+                )
+
+            def reserve() -> int | str:
+                if self._seq - self._done >= self.max_queue:
+                    return "max_queue"
+                offset = allocator.allocate(nbytes)
+                return "slab_mb" if offset is None else offset
+
+            offset = self.flow.admit(reserve, self._cond.wait, kind.name.lower(), tag, self._check)
+            if offset is None:
+                return False
+            try:
+                pending = fill(self.arena.buf, offset)
+            except BaseException:
+                allocator.free(offset)
+                raise
+            self._seq += 1
+            self._spans.append((self._seq, offset))
+            self.queued_bytes_total += nbytes
+            self.completion.put(
+                (
+                    Op.ITEM,
+                    self._seq,
+                    kind,
+                    tag,
+                    step,
+                    wall_time,
+                    run,
+                    0.0,
+                    "",
+                    offset,
+                    nbytes,
+                    dtype,
+                    shape,
+                    options,
+                    pending,
+                )
+            )
+            return True
+
+    @property
+    def engine(self) -> EngineCapture:
+        """The NDArray capture, created on the first NDArray (importing mxnet then)."""
+        if self._engine is None:
+            self._engine = EngineCapture()
+        return self._engine
+
+    def _control(self, op: Op) -> int:
+        """Enqueue a control descriptor (never subject to max_queue); its seq."""
+        self._seq += 1
+        self._controls.append(self._seq)
+        self.completion.put((op, self._seq, 0, "", 0, 0.0, "", 0.0, "", 0, 0, "", (), None, None))
+        return self._seq
+
+    def _items_pending(self) -> int:
+        """Items (not control messages) logged and not yet handled by the sidecar."""
+        return self._seq - self._done - len(self._controls)
+
+    def flush(self, timeout: float | None) -> None:
+        with self._cond:
+            self._check()
+            seq = self._control(Op.FLUSH)
+            if not self._cond.wait_for(lambda: self._done >= seq or self._error is not None, timeout):
+                raise TimeoutError(
+                    f"flush() did not complete within {timeout}s: {self._seq - self._done} items still queued"
+                )
+            if self._error is not None:
+                self._check()
+
+    def stats(self) -> dict[str, Any]:
+        with self._cond:
+            sidecar: dict[str, Any] | None = None
+            if self._error is None and not self.closed:
+                seq = self._control(Op.STATS)
+                self._cond.wait_for(lambda: seq in self._stats_replies or self._error is not None, STATS_TIMEOUT)
+                sidecar = self._stats_replies.pop(seq, None)
+            allocator = self.arena.allocator
+            assert allocator is not None
+            dropped: dict[str, int] = Counter()
+            for (kind, _tag), n in self.flow.dropped.items():
+                dropped[kind] += n
+            return {
+                "queued": self._items_pending(),
+                "logged_seq": self._seq,
+                "done_seq": self._done,
+                "dropped": dict(dropped),
+                "dropped_by_tag": {f"{k}/{t}": n for (k, t), n in self.flow.dropped.items()},
+                "rejected": sum(self.notices.values()),
+                "blocked_seconds": self.flow.blocked_seconds,
+                "arena_bytes": self.arena.size,
+                "arena_used_bytes": allocator.used_bytes,
+                "array_bytes_queued_total": self.queued_bytes_total,
+                "sidecar_pid": self.supervisor.pid,
+                "sidecar": sidecar,
+                "last_error": None if self._error is None else str(self._error),
+            }
+
+    def close(self, timeout: float | None) -> None:
+        """Drain, let the sidecar fsync and exit, release everything; idempotent.
+
+        Raises the sidecar's error if one happened and was never raised before.
+        """
+        with self._cond:
+            if self.closed:
+                return
+            self.closed = True
+            _live.discard(self)
+            if os.getpid() != self._owner_pid:
+                return  # a forked child: the sidecar, threads and segment are the parent's
+            if self._error is None and not self._exited:
+                self.supervisor.request_close()
+                self._control(Op.CLOSE)
+                self.completion.put(STOP)
+            else:
+                self.completion.put(STOP)
+                self.supervisor.shutdown_send()  # EOF: the sidecar keeps what it has, exits
+        if not self.supervisor.wait(timeout):
+            self.supervisor.kill()
+            self.supervisor.wait(None)
+            with self._cond:
+                self._error = SidecarError(
+                    f"the sidecar did not finish writing within {timeout}s of close() and was killed; "
+                    f"{self._items_pending()} logged items were not written"
+                )
+        self.completion.join(timeout=5.0)
+        self.supervisor.close_channel()
+        if self._engine is not None:
+            # Wrappers pin the mapping (arena.close tolerates that); dropping them
+            # lets it go.  A copy still in flight keeps its wrapper, hence the mapping,
+            # alive until it is done: never a write into unmapped memory.
+            self._engine.clear()
+        self.arena.close()
+        self.arena.unlink()
+        self._report_losses()
+        if self._error is not None and not self._error_raised:
+            self._error_raised = True
+            raise self._error
+
+    def _report_losses(self) -> None:
+        dropped = self.flow.dropped_total
+        rejected = sum(self.notices.values())
+        lost = self._items_pending() if self._error is not None else 0
+        if dropped or rejected or lost:
+            warnings.warn(
+                f"mxsidecar: {self.logdir}: {dropped} items dropped (on_full='drop'), "
+                f"{rejected} rejected by the sidecar, {lost} lost with the sidecar; see stats()",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    # -- receiver / completion thread callbacks ------------------------------
+    def _send(self, payloads: list[bytes]) -> None:
+        self.supervisor.send(payloads)
+
+    def _on_completion_failure(self, exc: BaseException) -> None:
+        with self._cond:
+            if self._error is None:
+                err = MxSidecarError(f"mxsidecar's completion thread failed; logging stopped: {exc!r}")
+                err.__cause__ = exc
+                self._error = err
+            self._cond.notify_all()
+        # Nothing more will be sent: EOF lets the sidecar write what it has and exit.
+        self.supervisor.shutdown_send()
+
+    def _on_progress(self, done_seq: int) -> None:
+        with self._cond:
+            self._done = done_seq
+            spans = self._spans
+            allocator = self.arena.allocator
+            assert allocator is not None
+            while spans and spans[0][0] <= done_seq:
+                allocator.free(spans.popleft()[1])
+            while self._controls and self._controls[0] <= done_seq:
+                self._controls.popleft()
+            self._cond.notify_all()
+
+    def _on_notice(self, notice: Notice) -> None:
+        kind = Kind(notice.kind).name.lower()
+        if notice.written:  # sent once per tag by the sidecar, which keeps the count
+            warnings.warn(f"mxsidecar: {kind} {notice.tag!r}: {notice.reason}", RuntimeWarning, stacklevel=2)
+            return
+        with self._cond:
+            key = (notice.tag, notice.reason)
+            first = key not in self.notices
+            self.notices[key] += 1
+        if first:
+            warnings.warn(
+                f"mxsidecar: {kind} {notice.tag!r} was not written: {notice.reason} "
+                "(counted in stats()['rejected']; warned once per tag and reason)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+    def _on_stats(self, seq: int, stats: dict[str, Any]) -> None:
+        with self._cond:
+            self._stats_replies[seq] = stats
+            self._cond.notify_all()
+
+    def _on_exit(self, error: SidecarError | None) -> None:
+        with self._cond:
+            self._exited = True
+            if error is not None and self._error is None:
+                lost = self._items_pending()
+                error.args = (f"{error.args[0]}; {lost} logged items were not written",)
+                self._error = error
+            self._cond.notify_all()
+
+
+def _close_all_at_exit() -> None:
+    """Writers left open are closed at interpreter exit (after user threads are joined)."""
+    for p in list(_live):
+        try:
+            p.close(timeout=60.0)
+        except Exception as exc:  # nobody left to raise to
+            print(f"mxsidecar: closing {p.logdir} at exit: {exc}", file=sys.stderr)
+
+
+def _after_fork_in_child() -> None:
+    for p in list(_live):
+        p._cond = threading.Condition(threading.Lock())  # another thread may have held it at fork
+        p._error = MxSidecarError(
+            "a SidecarWriter cannot be used in a process forked from the one that created it "
+            "(its sidecar and threads belong to the parent); create a new writer in the child"
+        )
+    _live.clear()
+
+
+atexit.register(_close_all_at_exit)
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,318 @@
+"""The sidecar process: receive descriptors, encode, frame, append to event files.
+
+Started by :mod:`mxsidecar.supervisor` as its own interpreter,
+``python -m mxsidecar.sidecar --fd N --arena NAME --logdir DIR ...``: never forked
+from the trainer (MXNet's engine threads and CUDA do not survive ``fork``) and never
+through multiprocessing's spawn (which would re-run the user's ``__main__``).  It
+never imports mxnet.
+
+Data flow::
+
+    socket (descriptors, in seq order)
+      |  recv, split frames                       (channel.FrameDecoder)
+      v
+    ITEM  -> array view over the arena span -> encoders.<kind>.encode
+          -> Summary.Value(s) -> Event -> records.frame -> EventFile of the run
+    FLUSH -> write every buffered record to its file
+    STATS -> StatsReply (counters, CPU, RSS)
+    CLOSE -> fsync and close every file, exit 0
+      |
+      v  after each batch: Progress(done_seq) -> the trainer frees spans <= done_seq
+
+Lifetimes:
+* EOF without CLOSE, or the parent gone (``getppid`` changed, or psutil says the
+  recorded parent no longer exists with its recorded start time): the trainer died.
+  Everything already received is written, files are fsynced, the arena is unlinked
+  (its owner cannot do it any more), exit 0.
+* SIGTERM: the same, the arena left to its owner.  SIGINT is ignored: Ctrl-C in the
+  terminal reaches the whole process group, and the trainer decides what happens.
+* Any exception: its traceback goes to the trainer as an ErrorReport, exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import os
+import select
+import signal
+import socket
+import sys
+import time
+import traceback
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from .arena import Arena
+from .channel import Channel, ChannelClosed
+from .encoders import encoder_for
+from .events import EventFile
+from .messages import Descriptor, ErrorReport, Kind, Notice, Op, Progress, StatsReply
+from .proto import event_pb2
+
+__all__ = ["Sidecar", "main"]
+
+PARENT_CHECK_SECS = 1.0
+
+
+class _Terminated(Exception):
+    """Raised by the SIGTERM handler to leave the loop through the cleanup path."""
+
+
+class Sidecar:
+    """Receives, encodes and writes; one instance per sidecar process."""
+
+    def __init__(self, channel: Channel, arena: Arena, args: argparse.Namespace) -> None:
+        self.channel = channel
+        self.arena = arena
+        self.logdir = args.logdir
+        self.flush_secs = args.flush_secs
+        self.ppid = args.ppid
+        self.parent_ctime = args.parent_ctime
+        self.pid_for_names = args.ppid
+        self.file_index = args.file_index
+        self.suffix = args.suffix
+        self.files: dict[str, EventFile] = {}
+        self.done_seq = 0
+        self.reported_seq = 0
+        self.closed = False
+        self.written: Counter[str] = Counter()  # kind name -> values written
+        self.rejected: Counter[str] = Counter()  # tag -> items refused
+        self.nonfinite: Counter[str] = Counter()  # tag -> NaN/Inf values left out of histograms
+        self.next_flush = time.monotonic() + self.flush_secs
+        self.next_parent_check = time.monotonic() + PARENT_CHECK_SECS
+        self._file("")  # the run exists (and shows in TensorBoard) from the start
+
+    # -- files ---------------------------------------------------------------
+    def _file(self, run: str) -> EventFile:
+        f = self.files.get(run)
+        if f is None:
+            run_dir = os.path.join(self.logdir, run) if run else self.logdir
+            f = EventFile(
+                run_dir, wall_time=time.time(), pid=self.pid_for_names, index=self.file_index, suffix=self.suffix
+            )
+            self.files[run] = f
+        return f
+
+    def flush_all(self) -> None:
+        for f in self.files.values():
+            f.flush()
+        self.next_flush = time.monotonic() + self.flush_secs
+
+    def close_all(self) -> None:
+        err: BaseException | None = None
+        for f in self.files.values():
+            try:
+                f.close()
+            except BaseException as exc:  # close every file even if one fails
+                err = err or exc
+        if err is not None:
+            raise err
+
+    # -- the loop ------------------------------------------------------------
+    def run(self) -> None:
+        """Serve until CLOSE, or until the parent is gone."""
+        while not self.closed:
+            timeout = max(0.0, min(self.next_flush, self.next_parent_check) - time.monotonic())
+            ready, _, _ = select.select([self.channel], [], [], timeout)
+            if ready:
+                try:
+                    frames = self.channel.recv()
+                except ChannelClosed:
+                    self._parent_gone()
+                    return
+                for frame in frames:
+                    self.handle(Descriptor.unpack(frame))
+                    if self.closed:
+                        break
+                self._report()
+            now = time.monotonic()
+            if now >= self.next_flush:
+                self.flush_all()
+            if now >= self.next_parent_check:
+                self.next_parent_check = now + PARENT_CHECK_SECS
+                if not self._parent_alive():
+                    self._parent_gone()
+                    return
+
+    def _report(self) -> None:
+        if self.done_seq != self.reported_seq:
+            self.reported_seq = self.done_seq
+            self._send(Progress(self.done_seq).pack())
+
+    def _send(self, payload: bytes) -> None:
+        try:
+            self.channel.send([payload])
+        except ChannelClosed:
+            pass  # the trainer is gone; EOF on the next recv ends the loop
+
+    def handle(self, desc: Descriptor) -> None:
+        if desc.op == Op.ITEM:
+            self.write_item(desc)
+        elif desc.op == Op.FLUSH:
+            self.flush_all()
+        elif desc.op == Op.STATS:
+            self._report()
+            self._send(StatsReply(desc.seq, self.stats()).pack())
+        elif desc.op == Op.SKIP:
+            # The trainer could not capture this value (its NDArray computation failed).
+            self.rejected[desc.tag] += 1
+            self._send(Notice(desc.seq, desc.kind, desc.tag, desc.text).pack())
+        elif desc.op == Op.CLOSE:
+            self.close_all()
+            self.closed = True
+        else:  # pragma: no cover - Descriptor.unpack already rejects unknown ops
+            raise ValueError(f"unexpected op {desc.op}")
+        self.done_seq = desc.seq
+
+    def write_item(self, desc: Descriptor) -> None:
+        if desc.kind == Kind.SESSION_START:
+            self._session_start(desc)
+            return
+        data = None
+        if desc.nbytes:
+            data = np.frombuffer(self.arena.view(desc.offset, desc.nbytes), dtype=desc.dtype).reshape(desc.shape)
+        try:
+            values = encoder_for(desc.kind)(desc, data)
+        except ValueError as exc:
+            # Invariant 5: a value only the sidecar could check (an NDArray's contents)
+            # is refused whole, counted, and reported; nothing is half-written.
+            self.rejected[desc.tag] += 1
+            self._send(Notice(desc.seq, desc.kind, desc.tag, str(exc)).pack())
+            return
+        finally:
+            del data  # drop the view into the span before the trainer reuses it
+        kind = Kind(desc.kind).name.lower()
+        for run, value, metadata, counts in values:
+            if counts and counts.get("nonfinite"):
+                n = counts["nonfinite"]
+                if desc.tag not in self.nonfinite:  # the trainer warns once per tag
+                    reason = f"{n} NaN/Inf values left out of the buckets (counted in stats())"
+                    self._send(Notice(desc.seq, desc.kind, desc.tag, reason, written=True).pack())
+                self.nonfinite[desc.tag] += n
+            f = self._file(run)
+            if value.tag not in f.tags_with_metadata:  # TensorBoard keeps only the first one
+                f.tags_with_metadata.add(value.tag)
+                value.metadata.CopyFrom(metadata)
+            ev = event_pb2.Event(wall_time=desc.wall_time, step=desc.step)
+            ev.summary.value.append(value)
+            f.append(ev.SerializeToString())
+            self.written[kind] += 1
+
+    def _session_start(self, desc: Descriptor) -> None:
+        """``purge_step``: TensorBoard (file_version 2) purges on a *non-first*
+        SessionLog START, dropping every event with step >= its step.  The first START
+        a run ever shows only marks the session, so a run written by a writer that
+        never logged one would not purge; writing START twice makes the second one
+        always count, and on a run that already had a START both purge the same."""
+        f = self._file(desc.run)
+        for _ in range(2):
+            ev = event_pb2.Event(wall_time=desc.wall_time, step=desc.step)
+            ev.session_log.status = event_pb2.SessionLog.START
+            f.append(ev.SerializeToString())
+
+    # -- parent watch --------------------------------------------------------
+    def _parent_alive(self) -> bool:
+        if os.getppid() != self.ppid:
+            return False  # reparented: the trainer exited
+        if self.parent_ctime:
+            import psutil
+
+            try:
+                return bool(psutil.Process(self.ppid).create_time() == self.parent_ctime)
+            except psutil.NoSuchProcess:
+                return False
+        return True
+
+    def _parent_gone(self) -> None:
+        """The trainer died: keep everything received, make it durable, clean up."""
+        self.close_all()
+        self.arena.unlink()
+        self.closed = True
+
+    def stats(self) -> dict[str, Any]:
+        import psutil
+
+        proc = psutil.Process()
+        cpu = proc.cpu_times()
+        return {
+            "done_seq": self.done_seq,
+            "written": dict(self.written),
+            "rejected": dict(self.rejected),
+            "nonfinite": dict(self.nonfinite),
+            "bytes_written": sum(f.size for f in self.files.values()),
+            "files": [f.path for f in self.files.values()],
+            "cpu_seconds": cpu.user + cpu.system,
+            "rss_bytes": proc.memory_info().rss,
+        }
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m mxsidecar.sidecar", description=__doc__.split("\n")[0])
+    p.add_argument("--fd", type=int, required=True, help="inherited socket descriptor")
+    p.add_argument("--arena", required=True, help="shared-memory segment name")
+    p.add_argument("--logdir", required=True)
+    p.add_argument("--flush-secs", type=float, default=120.0)
+    p.add_argument("--suffix", default="")
+    p.add_argument("--file-index", type=int, default=0)
+    p.add_argument("--ppid", type=int, required=True)
+    p.add_argument("--parent-ctime", type=float, default=0.0)
+    p.add_argument("--nice", type=int, default=10)
+    p.add_argument("--cpus", default="", help="comma-separated CPU ids to pin to")
+    return p.parse_args(argv)
+
+
+def _lower_priority(nice: int, cpus: str) -> None:
+    """Invariant 9: training wins every CPU contention; we use the gaps."""
+    if nice:
+        try:
+            os.nice(nice)
+        except OSError:
+            pass
+    if cpus:
+        import psutil
+
+        psutil.Process().cpu_affinity([int(c) for c in cpus.split(",")])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    faulthandler.enable()  # a segfault still leaves a traceback on stderr
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def _on_term(signum: int, frame: object) -> None:
+        raise _Terminated()
+
+    signal.signal(signal.SIGTERM, _on_term)
+    channel = Channel(socket.socket(fileno=args.fd))
+    sidecar: Sidecar | None = None
+    try:
+        _lower_priority(args.nice, args.cpus)
+        arena = Arena.attach(args.arena)
+        sidecar = Sidecar(channel, arena, args)
+        sidecar.run()
+        sidecar._report()
+        return 0
+    except _Terminated:
+        if sidecar is not None:
+            sidecar.close_all()
+        return 0
+    except BaseException:
+        tb = traceback.format_exc()
+        try:
+            if sidecar is not None:
+                sidecar.close_all()  # keep what was written up to the failure
+        except BaseException:
+            tb += "\nwhile closing event files:\n" + traceback.format_exc()
+        try:
+            channel.send([ErrorReport(tb).pack()])
+        except (ChannelClosed, OSError):
+            pass
+        sys.stderr.write(tb)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""Argument checks made in the caller's thread, before anything is enqueued.
+
+Every check names the argument and what it accepts.  They cover what can be known
+without reading an NDArray's data (invariant 5); for numpy arrays, already in host
+memory, the kinds' own modules check values too.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from typing import Any, cast
+
+import numpy as np
+
+__all__ = [
+    "INT64_MAX",
+    "MAX_TAG_BYTES",
+    "check_logdir",
+    "check_number",
+    "check_positive",
+    "check_run_name",
+    "check_step",
+    "check_tag",
+    "check_text",
+    "check_walltime",
+]
+
+MAX_TAG_BYTES = 4096
+MAX_BINS = 10_000  # tensorboardX#1: bins='auto' once asked numpy for 66 billion
+BIN_RULES = ("auto", "fd", "doane", "scott", "stone", "rice", "sturges", "sqrt")
+# dtypes an array may travel as (messages.DTYPE_CODES); others are refused here.
+ARRAY_DTYPES = frozenset(
+    ["float16", "float32", "float64", "uint8", "int8", "int16", "int32", "int64", "bool", "uint16", "uint32", "uint64"]
+)
+INT64_MAX = (1 << 63) - 1
+
+
+def check_tag(tag: Any, name: str = "tag") -> str:
+    """A tag TensorBoard can show: a non-empty str without control characters."""
+    if not isinstance(tag, str):
+        raise TypeError(f"{name} must be a str, got {type(tag).__name__}")
+    if not tag.strip():
+        raise ValueError(f"{name} must be a non-empty, non-blank str, got {tag!r}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in tag):
+        raise ValueError(f"{name} must not contain control characters (newline, tab, NUL...), got {tag!r}")
+    try:
+        n = len(tag.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{name} must be valid Unicode text, got {tag!r}") from exc
+    if n > MAX_TAG_BYTES:
+        raise ValueError(f"{name} must be at most {MAX_TAG_BYTES} bytes of UTF-8, got {n}")
+    return tag
+
+
+def check_run_name(name_value: Any, name: str) -> str:
+    """A tag that also becomes a directory under the logdir: it must stay inside it."""
+    check_tag(name_value, name)
+    if name_value.startswith("/") or "\\" in name_value or ":" in name_value:
+        raise ValueError(f"{name} becomes a directory under logdir; it must be a relative path with '/' "
+                         f"separators only (no leading '/', '\\' or ':'), got {name_value!r}")  # fmt: skip
+    for part in name_value.split("/"):
+        if part in ("", ".", "..") or part != part.strip():
+            raise ValueError(
+                f"{name} becomes a directory under logdir; each '/'-separated part must be a non-empty name "
+                f"other than '.' or '..', without surrounding spaces, got {name_value!r}"
+            )
+    return str(name_value)
+
+
+def check_step(step: Any, name: str = "global_step") -> int:
+    if step is None:
+        return 0
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+        raise TypeError(f"{name} must be an int >= 0 or None, got {type(step).__name__} {step!r}")
+    value = int(step)
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    if value > INT64_MAX:
+        raise ValueError(f"{name} must fit in int64, got {value}")
+    return value
+
+
+def check_walltime(walltime: Any, name: str = "walltime") -> float:
+    if isinstance(walltime, bool) or not isinstance(walltime, numbers.Real):
+        raise TypeError(f"{name} must be seconds since the epoch as a float, or None, got {type(walltime).__name__}")
+    value = float(walltime)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be finite and >= 0, got {walltime!r}")
+    return value
+
+
+def check_number(value: Any, name: str = "value") -> float:
+    """A real number: int, float, numpy scalar, or a one-element numpy array."""
+    if isinstance(value, np.ndarray):
+        if value.size != 1:
+            raise ValueError(f"{name} must be a scalar or hold exactly one element, got shape {value.shape}")
+        value = value.reshape(-1)[0]
+    if isinstance(value, (bool, np.bool_)):
+        return float(value)
+    if isinstance(value, numbers.Real):
+        try:
+            return float(value)
+        except OverflowError as exc:
+            raise ValueError(f"{name} is too large for a float: {value!r}") from exc
+    raise TypeError(f"{name} must be a real number (int, float, numpy scalar), got {type(value).__name__}")
+
+
+def check_text(text: Any, name: str = "text") -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{name} must be valid Unicode text: {exc}") from exc
+    return text
+
+
+def check_logdir(logdir: Any) -> str:
+    if not isinstance(logdir, (str, os.PathLike)):
+        raise TypeError(f"logdir must be a str or os.PathLike, got {type(logdir).__name__}")
+    path = os.fspath(logdir)
+    if isinstance(path, bytes):
+        raise TypeError("logdir must be a str path, not bytes")
+    if not path:
+        raise ValueError("logdir must be a non-empty path")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"logdir must be a directory, but {path!r} is a file")
+    return os.path.abspath(path)
+
+
+def check_positive(value: Any, name: str, *, integer: bool = False, allow_none: bool = False) -> Any:
+    if value is None and allow_none:
+        return None
+    kinds: tuple[type, ...] = (int, np.integer) if integer else (numbers.Real,)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        what = "an int" if integer else "a number"
+        raise TypeError(f"{name} must be {what} > 0{' or None' if allow_none else ''}, got {type(value).__name__}")
+    value = cast(Any, value)  # narrowed to object by the isinstance over a runtime tuple
+    number = float(value)
+    if not number > 0 or not math.isfinite(number):
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+    return int(value) if integer else number
+
+
+def check_array(value: Any, name: str, *, min_size: int = 1) -> np.ndarray[Any, Any]:
+    """A real-valued numpy array (lists and tuples of numbers are converted)."""
+    if isinstance(value, np.ndarray):
+        arr = value
+    elif isinstance(value, (list, tuple)) or (np.isscalar(value) and isinstance(value, numbers.Real)):
+        try:
+            arr = np.asarray(value)
+        except ValueError as exc:
+            raise ValueError(f"{name} must be a rectangular array of numbers: {exc}") from exc
+    else:
+        raise TypeError(f"{name} must be an MXNet NDArray, a numpy array or a sequence of numbers, "
+                        f"got {type(value).__name__}")  # fmt: skip
+    if arr.dtype.name not in ARRAY_DTYPES:
+        raise TypeError(f"{name} must hold real numbers (float, int, uint or bool), got dtype {arr.dtype}")
+    if arr.size < min_size:
+        raise ValueError(f"{name} must have at least {min_size} element(s), got shape {arr.shape}")
+    return arr
+
+
+def check_bins(bins: Any, name: str = "bins") -> Any:
+    """'default', a numpy rule name, an int in [1, MAX_BINS], or increasing finite edges."""
+    if isinstance(bins, str):
+        if bins == "default" or bins in BIN_RULES:
+            return bins
+        raise ValueError(f"{name} must be 'default', an int, a sequence of edges or one of {BIN_RULES}, got {bins!r}")
+    if isinstance(bins, (int, np.integer)) and not isinstance(bins, bool):
+        if not 1 <= bins <= MAX_BINS:
+            raise ValueError(f"{name} must be from 1 to {MAX_BINS}, got {bins}")
+        return int(bins)
+    if isinstance(bins, (list, tuple, np.ndarray)):
+        edges = np.asarray(bins, dtype=np.float64) if len(bins) else np.zeros(0)
+        if edges.ndim != 1 or not 2 <= edges.size <= MAX_BINS + 1:
+            raise ValueError(f"{name} as edges must be a flat sequence of 2 to {MAX_BINS + 1} numbers, got {bins!r}")
+        if not np.all(np.isfinite(edges)) or not np.all(np.diff(edges) > 0):
+            raise ValueError(f"{name} as edges must be finite and strictly increasing, got {bins!r}")
+        return [float(e) for e in edges]
+    raise TypeError(f"{name} must be 'default', an int, a sequence of edges or a rule name, got {type(bins).__name__}")

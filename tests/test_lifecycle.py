@@ -1,0 +1,165 @@
+"""Flush, close, the context manager, interpreter exit, and a killed sidecar."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import event_files, our_segments, read_events, sidecar_children, wait_until
+
+from mxsidecar import SidecarError, SidecarWriter, WriterClosed
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def summary_steps(logdir: str) -> list[int]:
+    return [e.step for p in event_files(logdir) for e in read_events(p) if e.HasField("summary")]
+
+
+def test_flush_makes_everything_visible_without_close(tmp_path) -> None:
+    logdir = str(tmp_path)
+    sw = SidecarWriter(logdir, flush_secs=3600)  # the deadline never fires in this test
+    try:
+        for i in range(500):
+            sw.add_scalar("x", i, i)
+        sw.flush()
+        assert summary_steps(logdir) == list(range(500))  # strict: every record whole
+        sw.add_scalar("x", 500, 500)
+        sw.flush()
+        assert summary_steps(logdir)[-1] == 500
+    finally:
+        sw.close()
+
+
+def test_flush_secs_deadline_writes_without_flush(tmp_path) -> None:
+    logdir = str(tmp_path)
+    with SidecarWriter(logdir, flush_secs=0.2) as sw:
+        sw.add_scalar("x", 1, 1)
+        assert wait_until(lambda: summary_steps(logdir) == [1], 10)
+
+
+def test_close_is_idempotent_and_final(tmp_path) -> None:
+    sw = SidecarWriter(str(tmp_path))
+    sw.add_scalar("x", 1, 1)
+    pid = sw.stats()["sidecar_pid"]
+    sw.close()
+    sw.close()
+    assert summary_steps(str(tmp_path)) == [1]
+    assert not our_segments()
+    with pytest.raises(OSError):
+        os.kill(pid, 0)  # reaped, not a zombie
+    with pytest.raises(WriterClosed):
+        sw.add_scalar("x", 2, 2)
+    with pytest.raises(WriterClosed):
+        sw.flush()
+
+
+def test_exception_inside_with_block_still_closes(tmp_path) -> None:
+    with pytest.raises(ZeroDivisionError):
+        with SidecarWriter(str(tmp_path)) as sw:
+            sw.add_scalar("x", 1, 1)
+            raise ZeroDivisionError("inside the block")
+    assert summary_steps(str(tmp_path)) == [1]
+    assert not our_segments() and not sidecar_children()
+
+
+def test_close_fsyncs(tmp_path, monkeypatch) -> None:
+    from mxsidecar import events
+
+    synced: list[int] = []
+    monkeypatch.setattr(events.os, "fsync", lambda fd: synced.append(fd))
+    f = events.EventFile(str(tmp_path), wall_time=1.0, pid=1, index=0)
+    f.append(b"x")
+    f.close()
+    assert len(synced) == 1
+
+
+def test_writer_left_open_is_closed_at_exit(tmp_path) -> None:
+    script = textwrap.dedent(
+        f"""
+        from mxsidecar import SidecarWriter
+        sw = SidecarWriter({str(tmp_path)!r}, flush_secs=3600)
+        for i in range(1000):
+            sw.add_scalar("x", i, i)
+        # no close(), no flush(): the atexit hook must write all of it
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60, cwd=os.getcwd())
+    assert summary_steps(str(tmp_path)) == list(range(1000))
+
+
+def test_killed_sidecar_is_one_explained_error(tmp_path) -> None:
+    sw = SidecarWriter(str(tmp_path))
+    sw.add_scalar("x", 1, 1)
+    sw.flush()
+    pid = sw.stats()["sidecar_pid"]
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(SidecarError, match="SIGKILL") as info:
+        assert wait_until(lambda: sw.stats()["last_error"] is not None, 10)
+        sw.add_scalar("x", 2, 2)
+    assert info.value.returncode == -signal.SIGKILL
+    with pytest.raises(SidecarError):  # sticky
+        sw.flush()
+    sw.close()  # already raised: close cleans up quietly
+    assert not our_segments()
+    assert summary_steps(str(tmp_path)) == [1]  # what was flushed survives
+
+
+def test_killed_sidecar_reported_at_close(tmp_path) -> None:
+    sw = SidecarWriter(str(tmp_path))
+    os.kill(sw.stats()["sidecar_pid"], signal.SIGKILL)
+    with pytest.raises(SidecarError, match="killed by SIGKILL"):
+        sw.close()
+    sw.close()
+    assert not our_segments()
+
+
+def test_sidecar_traceback_reaches_the_trainer(tmp_path) -> None:
+    logdir = tmp_path / "run"
+    sw = SidecarWriter(str(logdir))
+    sw.flush()
+    # Make the sidecar fail for real: a run directory it must create is a file.
+    (logdir / "grp").mkdir()
+    (logdir / "grp" / "a").write_text("in the way")
+    sw.add_scalars("grp", {"a": 1.0})
+    with pytest.raises(SidecarError) as info:
+        sw.flush(timeout=30)
+    assert "exited with status 1" in str(info.value)
+    assert "FileExistsError" in str(info.value.__cause__) or "NotADirectoryError" in str(info.value.__cause__)
+    sw.close()
+
+
+def test_sidecar_survives_sigint_to_the_group(tmp_path) -> None:
+    """Ctrl-C reaches the whole foreground group; the sidecar must leave the decision to us."""
+    with SidecarWriter(str(tmp_path)) as sw:
+        os.kill(sw.stats()["sidecar_pid"], signal.SIGINT)
+        sw.add_scalar("x", 1, 1)
+        sw.flush()
+    assert summary_steps(str(tmp_path)) == [1]
+
+
+def test_completion_thread_failure_is_an_error_not_a_hang(tmp_path, monkeypatch) -> None:
+    from mxsidecar import MxSidecarError, capture
+
+    real = capture.pack_descriptor
+
+    def exploding(*fields):
+        if fields[3] == "boom":
+            raise RuntimeError("injected packing failure")
+        return real(*fields)
+
+    monkeypatch.setattr(capture, "pack_descriptor", exploding)
+    sw = SidecarWriter(str(tmp_path))
+    sw.add_scalar("ok", 1, 1)
+    sw.flush()
+    sw.add_scalar("boom", 2, 2)
+    with pytest.raises(MxSidecarError, match="completion thread") as info:
+        assert wait_until(lambda: sw.stats()["last_error"] is not None, 10)
+        sw.add_scalar("ok", 3, 3)
+    assert "injected packing failure" in repr(info.value.__cause__)
+    sw.close()
+    assert summary_steps(str(tmp_path)) == [1]

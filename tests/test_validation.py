@@ -1,0 +1,136 @@
+"""Bad input is refused in the caller, naming the argument, before anything is enqueued."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mxsidecar import SidecarWriter
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(scope="module")
+def sw(tmp_path_factory):
+    w = SidecarWriter(str(tmp_path_factory.mktemp("v")))
+    yield w
+    w.close()
+
+
+def logged(sw: SidecarWriter) -> int:
+    return sw._pipe._seq
+
+
+BAD_TAGS = [
+    (None, TypeError),
+    (3, TypeError),
+    (b"loss", TypeError),
+    ("", ValueError),
+    ("   ", ValueError),
+    ("a\nb", ValueError),
+    ("nul\0", ValueError),
+    ("\ud800", ValueError),
+    ("x" * 5000, ValueError),
+]
+
+
+@pytest.mark.parametrize("tag,exc", BAD_TAGS)
+def test_bad_tags(sw, tag, exc) -> None:
+    before = logged(sw)
+    with pytest.raises(exc, match="tag"):
+        sw.add_scalar(tag, 1.0, 0)
+    with pytest.raises(exc, match="tag"):
+        sw.add_text(tag, "x", 0)
+    assert logged(sw) == before
+
+
+@pytest.mark.parametrize(
+    "value,exc",
+    [
+        ("1.0", TypeError),
+        (None, TypeError),
+        (1j, TypeError),
+        ([1.0], TypeError),
+        (np.zeros(3), ValueError),
+        (10**400, ValueError),
+    ],
+)
+def test_bad_scalar_values(sw, value, exc) -> None:
+    before = logged(sw)
+    with pytest.raises(exc, match="value"):
+        sw.add_scalar("ok", value, 0)
+    assert logged(sw) == before
+
+
+@pytest.mark.parametrize(
+    "step,exc",
+    [(-1, ValueError), (1.0, TypeError), (1.5, TypeError), ("3", TypeError), (True, TypeError), (2**63, ValueError)],
+)
+def test_bad_steps(sw, step, exc) -> None:
+    before = logged(sw)
+    with pytest.raises(exc, match="global_step"):
+        sw.add_scalar("ok", 1.0, step)
+    with pytest.raises(exc, match="global_step"):
+        sw.add_text("ok", "x", step)
+    assert logged(sw) == before
+
+
+@pytest.mark.parametrize("walltime,exc", [("now", TypeError), (float("nan"), ValueError), (-1.0, ValueError)])
+def test_bad_walltime(sw, walltime, exc) -> None:
+    with pytest.raises(exc, match="walltime"):
+        sw.add_scalar("ok", 1.0, 0, walltime=walltime)
+
+
+def test_bad_text(sw) -> None:
+    with pytest.raises(TypeError, match="text"):
+        sw.add_text("ok", 5, 0)
+    with pytest.raises(ValueError, match="text"):
+        sw.add_text("ok", "bad \ud800 surrogate", 0)
+
+
+@pytest.mark.parametrize("main_tag", ["../escape", "/abs", "a//b", "a/./b", "a\\b", "C:x", ".."])
+def test_scalar_group_names_cannot_escape_logdir(sw, main_tag) -> None:
+    before = logged(sw)
+    with pytest.raises(ValueError, match="main_tag"):
+        sw.add_scalars(main_tag, {"a": 1.0})
+    with pytest.raises(ValueError, match="tag_scalar_dict key"):
+        sw.add_scalars("ok", {"fine": 1.0, main_tag: 2.0})
+    assert logged(sw) == before  # not even the good key went out
+
+
+def test_scalar_group_values_checked_before_any_enqueue(sw) -> None:
+    before = logged(sw)
+    with pytest.raises(TypeError, match=r"tag_scalar_dict\['b'\]"):
+        sw.add_scalars("grp", {"a": 1.0, "b": "oops"})
+    with pytest.raises(TypeError, match="tag_scalar_dict"):
+        sw.add_scalars("grp", [("a", 1.0)])
+    assert logged(sw) == before
+
+
+def test_logdir_that_is_a_file(tmp_path) -> None:
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(ValueError, match="logdir"):
+        SidecarWriter(str(f))
+    with pytest.raises(TypeError, match="logdir"):
+        SidecarWriter(3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kwargs,exc,name",
+    [
+        ({"max_queue": 0}, ValueError, "max_queue"),
+        ({"max_queue": 1.5}, TypeError, "max_queue"),
+        ({"slab_mb": -1}, ValueError, "slab_mb"),
+        ({"flush_secs": 0}, ValueError, "flush_secs"),
+        ({"on_full": "wait"}, ValueError, "on_full"),
+        ({"block_timeout": -1}, ValueError, "block_timeout"),
+        ({"filename_suffix": "a/b"}, ValueError, "filename_suffix"),
+        ({"purge_step": -3}, ValueError, "purge_step"),
+        ({"nice": 40}, ValueError, "nice"),
+        ({"cpu_affinity": "0"}, TypeError, "cpu_affinity"),
+    ],
+)
+def test_bad_constructor_arguments(tmp_path, kwargs, exc, name) -> None:
+    with pytest.raises(exc, match=name):
+        SidecarWriter(str(tmp_path), **kwargs)
