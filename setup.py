@@ -31,7 +31,7 @@ setup(
             "tensorboard>=2.21",  # the reader our tests judge by
             *MXNET,
         ],
-        "perf": ["tensorboardX", "matplotlib", *MXNET],
+        "perf": ["tensorboardX", "soundfile", "matplotlib", *MXNET],  # tensorboardX.add_audio needs soundfile
     },
     classifiers=[
         "Programming Language :: Python :: 3.11",

@@ -70,6 +70,7 @@ def main() -> None:
     run = os.path.join(args.logdir, time.strftime("gluon-%Y%m%d-%H%M%S"))
     with SidecarWriter(run) as sw:
         sw.add_text("config", f"| setting | value |\n|---|---|\n| epochs | {epochs} |\n| batch | {args.batch_size} |")
+        sw.add_images("data/samples", np.clip(x_train[:16], 0, 1), 0)  # float images must be in [0, 1]
         step = 0
         for epoch in range(epochs):
             for x, y in train:
@@ -77,14 +78,29 @@ def main() -> None:
                     loss = loss_fn(net(x), y).mean()
                 loss.backward()
                 trainer.step(1)
-                # An NDArray scalar, logged without asscalar(): no engine sync here.
+                if step == 0:
+                    sw.add_graph(net, input_shapes={"data": x.shape})  # hybridized and run once now
+                # NDArrays, logged without asnumpy()/asscalar(): the engine copies them.
                 sw.add_scalar("train/loss", loss, step)
+                if step % 10 == 0:
+                    for name, p in net.collect_params().items():
+                        sw.add_histogram(f"{name}/grad", p.grad(), step)
+                        sw.add_histogram(name, p.data(), step)
                 step += 1
-            pred = net(mx.nd.array(x_val)).argmax(axis=1)
-            acc = (pred == mx.nd.array(y_val)).mean()
+            logits = net(mx.nd.array(x_val))
+            acc = (logits.argmax(axis=1) == mx.nd.array(y_val)).mean()
             sw.add_scalar("val/accuracy", acc, step)
             sw.add_scalars("lr", {"adam": trainer.learning_rate}, step)
+            # One-vs-rest PR curve of class 0, from softmax probabilities.
+            prob0 = mx.nd.softmax(logits)[:, 0]
+            sw.add_pr_curve("val/pr_class0", (y_val == 0).astype(np.uint8), prob0, 101, step)
             print(f"epoch {epoch}: loss {loss.asscalar():.3f}, val accuracy {acc.asscalar():.3f}")
+        # The validation set in the Projector: penultimate features, labels, thumbnails.
+        features = net[:4](mx.nd.array(x_val[:256]))
+        sw.add_embedding("val/features", features, labels=[str(int(c)) for c in y_val[:256]],
+                         images=np.clip(x_val[:256], 0, 1), global_step=step)  # fmt: skip
+        sw.add_hparams({"lr": 2e-3, "batch_size": args.batch_size, "optimizer": "adam"},
+                       {"hparam/accuracy": float(acc.asscalar())}, global_step=step)  # fmt: skip
     print(f"\nLogged to {os.path.abspath(run)}. To look at it:\n")
     print("    pip install tensorboard")
     print(f"    tensorboard --logdir {os.path.abspath(args.logdir)}\n")

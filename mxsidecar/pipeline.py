@@ -27,18 +27,29 @@ import threading
 import warnings
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
-from .arena import Arena
+from .arena import Arena, SpanAllocator
 from .backpressure import FlowControl, OnFull
 from .capture import STOP, CompletionThread, EngineCapture
 from .errors import MxSidecarError, SidecarError, WriterClosed
 from .messages import Kind, Notice, Op
 from .supervisor import SidecarOptions, Supervisor
 
-__all__ = ["Pipeline"]
+__all__ = ["Part", "Pipeline"]
 
 STATS_TIMEOUT = 10.0
+
+
+class Part(NamedTuple):
+    """One array of an item: its layout in the span and how to put it there."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    nbytes: int
+    fill: Callable[[Any, int], Callable[[], Any] | None]
+
 
 _live: set[Pipeline] = set()  # open pipelines, closed at interpreter exit
 _file_index = iter(range(sys.maxsize))  # distinguishes files of writers in one process
@@ -135,19 +146,25 @@ class Pipeline:
         tag: str,
         step: int,
         wall_time: float,
+        parts: list[Part],
         *,
-        shape: tuple[int, ...],
-        dtype: str,
-        nbytes: int,
-        fill: Callable[[Any, int], Callable[[], Any] | None],
         run: str = "",
+        text: str = "",
         options: dict[str, Any] | None = None,
     ) -> bool:
-        """Reserve a span, ``fill(arena_buf, offset)`` it, enqueue the descriptor.
+        """Reserve one span for every part, fill them, enqueue one descriptor; False if dropped.
 
-        ``fill`` copies (numpy) or starts an engine copy (NDArray) and returns None or
-        the callable the completion thread waits on.  False if the item was dropped.
+        Each ``part.fill(arena_buf, offset)`` copies (numpy) or starts an engine copy
+        (NDArray) and returns None or the callable the completion thread waits on.
+        One part travels as the descriptor's own dtype/shape; several (an embedding's
+        matrix and sprite images, a pr-curve's labels and predictions) are laid out
+        back to back, 64-byte aligned, and described in ``options["parts"]``.
         """
+        layout: list[tuple[Part, int]] = []
+        nbytes = 0
+        for part in parts:
+            layout.append((part, nbytes))
+            nbytes += SpanAllocator.aligned(part.nbytes)
         with self._cond:
             if self._error is not None or self.closed:
                 self._check()
@@ -168,14 +185,38 @@ class Pipeline:
             offset = self.flow.admit(reserve, self._cond.wait, kind.name.lower(), tag, self._check)
             if offset is None:
                 return False
+            waits: list[Callable[[], Any]] = []
             try:
-                pending = fill(self.arena.buf, offset)
+                for part, rel in layout:
+                    w = part.fill(self.arena.buf, offset + rel)
+                    if w is not None:
+                        waits.append(w)
             except BaseException:
-                allocator.free(offset)
+                if not waits:
+                    allocator.free(offset)
+                else:
+                    # Engine copies already pushed may still write into the span, so it
+                    # cannot be reused yet: a silent SKIP (empty text) travels in order,
+                    # the completion thread waits for those copies, and the sidecar's
+                    # progress frees the span as for any item.
+                    self._seq += 1
+                    self._spans.append((self._seq, offset))
+                    self._controls.append(self._seq)
+                    self.completion.put(
+                        (Op.SKIP, self._seq, kind, tag, 0, 0.0, "", 0.0, "", 0, 0, "", (), None, _wait_all(waits))
+                    )
                 raise
+            pending = None if not waits else waits[0] if len(waits) == 1 else _wait_all(waits)
             self._seq += 1
             self._spans.append((self._seq, offset))
             self.queued_bytes_total += nbytes
+            if len(parts) == 1:
+                (part,) = parts
+                dtype, shape, nbytes = part.dtype, part.shape, part.nbytes
+            else:
+                dtype, shape = "", ()
+                options = dict(options or {})
+                options["parts"] = [[part.name, rel, part.dtype, list(part.shape)] for part, rel in layout]
             self.completion.put(
                 (
                     Op.ITEM,
@@ -186,7 +227,7 @@ class Pipeline:
                     wall_time,
                     run,
                     0.0,
-                    "",
+                    text,
                     offset,
                     nbytes,
                     dtype,
@@ -363,6 +404,14 @@ class Pipeline:
                 error.args = (f"{error.args[0]}; {lost} logged items were not written",)
                 self._error = error
             self._cond.notify_all()
+
+
+def _wait_all(waits: list[Callable[[], Any]]) -> Callable[[], None]:
+    def wait() -> None:
+        for w in waits:
+            w()
+
+    return wait
 
 
 def _close_all_at_exit() -> None:

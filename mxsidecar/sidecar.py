@@ -81,6 +81,7 @@ class Sidecar:
         self.written: Counter[str] = Counter()  # kind name -> values written
         self.rejected: Counter[str] = Counter()  # tag -> items refused
         self.nonfinite: Counter[str] = Counter()  # tag -> NaN/Inf values left out of histograms
+        self.busy: dict[str, float] = {}  # kind name -> seconds spent encoding and writing it
         self.next_flush = time.monotonic() + self.flush_secs
         self.next_parent_check = time.monotonic() + PARENT_CHECK_SECS
         self._file("")  # the run exists (and shows in TensorBoard) from the start
@@ -157,9 +158,12 @@ class Sidecar:
             self._report()
             self._send(StatsReply(desc.seq, self.stats()).pack())
         elif desc.op == Op.SKIP:
-            # The trainer could not capture this value (its NDArray computation failed).
-            self.rejected[desc.tag] += 1
-            self._send(Notice(desc.seq, desc.kind, desc.tag, desc.text).pack())
+            # The trainer could not capture this value (its NDArray computation failed);
+            # without a reason, the caller already got the exception and only the span
+            # had to come back in order.
+            if desc.text:
+                self.rejected[desc.tag] += 1
+                self._send(Notice(desc.seq, desc.kind, desc.tag, desc.text).pack())
         elif desc.op == Op.CLOSE:
             self.close_all()
             self.closed = True
@@ -167,15 +171,51 @@ class Sidecar:
             raise ValueError(f"unexpected op {desc.op}")
         self.done_seq = desc.seq
 
+    def _arrays(self, desc: Descriptor) -> Any:
+        """Views over the descriptor's span: one array, or a dict of its named parts."""
+        if not desc.nbytes:
+            return None
+        parts = (desc.options or {}).get("parts")
+        if parts is None:
+            return np.frombuffer(self.arena.view(desc.offset, desc.nbytes), dtype=desc.dtype).reshape(desc.shape)
+        out = {}
+        for name, rel, dtype, shape in parts:
+            n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+            out[name] = np.frombuffer(self.arena.view(desc.offset + rel, n), dtype=dtype).reshape(shape)
+        return out
+
     def write_item(self, desc: Descriptor) -> None:
-        if desc.kind == Kind.SESSION_START:
+        start = time.perf_counter()
+        try:
+            self._write_item(desc)
+        finally:
+            name = Kind(desc.kind).name.lower()
+            self.busy[name] = self.busy.get(name, 0.0) + time.perf_counter() - start
+
+    def _write_item(self, desc: Descriptor) -> None:
+        kind = desc.kind
+        if kind == Kind.SESSION_START:
             self._session_start(desc)
             return
-        data = None
-        if desc.nbytes:
-            data = np.frombuffer(self.arena.view(desc.offset, desc.nbytes), dtype=desc.dtype).reshape(desc.shape)
+        data = self._arrays(desc)
         try:
-            values = encoder_for(desc.kind)(desc, data)
+            if kind == Kind.GRAPH:
+                from .encoders import graph
+
+                graph_def = graph.encode_graph(desc)
+                self._append_event(
+                    desc.run, event_pb2.Event(wall_time=desc.wall_time, step=desc.step, graph_def=graph_def)
+                )
+                self.written["graph"] += 1
+                return
+            if kind == Kind.EMBEDDING:
+                from . import projector
+
+                run_dir = os.path.join(self.logdir, desc.run) if desc.run else self.logdir
+                projector.write_embedding(run_dir, desc, data)
+                self.written["embedding"] += 1
+                return
+            values = encoder_for(kind)(desc, data)
         except ValueError as exc:
             # Invariant 5: a value only the sidecar could check (an NDArray's contents)
             # is refused whole, counted, and reported; nothing is half-written.
@@ -183,8 +223,8 @@ class Sidecar:
             self._send(Notice(desc.seq, desc.kind, desc.tag, str(exc)).pack())
             return
         finally:
-            del data  # drop the view into the span before the trainer reuses it
-        kind = Kind(desc.kind).name.lower()
+            del data  # drop the views into the span before the trainer reuses it
+        name = Kind(kind).name.lower()
         for run, value, metadata, counts in values:
             if counts and counts.get("nonfinite"):
                 n = counts["nonfinite"]
@@ -193,13 +233,16 @@ class Sidecar:
                     self._send(Notice(desc.seq, desc.kind, desc.tag, reason, written=True).pack())
                 self.nonfinite[desc.tag] += n
             f = self._file(run)
-            if value.tag not in f.tags_with_metadata:  # TensorBoard keeps only the first one
-                f.tags_with_metadata.add(value.tag)
+            if metadata is not None and value.tag not in f.tags_with_metadata:
+                f.tags_with_metadata.add(value.tag)  # TensorBoard keeps only a tag's first metadata
                 value.metadata.CopyFrom(metadata)
             ev = event_pb2.Event(wall_time=desc.wall_time, step=desc.step)
             ev.summary.value.append(value)
             f.append(ev.SerializeToString())
-            self.written[kind] += 1
+            self.written[name] += 1
+
+    def _append_event(self, run: str, ev: event_pb2.Event) -> None:
+        self._file(run).append(ev.SerializeToString())
 
     def _session_start(self, desc: Descriptor) -> None:
         """``purge_step``: TensorBoard (file_version 2) purges on a *non-first*
@@ -207,11 +250,10 @@ class Sidecar:
         a run ever shows only marks the session, so a run written by a writer that
         never logged one would not purge; writing START twice makes the second one
         always count, and on a run that already had a START both purge the same."""
-        f = self._file(desc.run)
         for _ in range(2):
             ev = event_pb2.Event(wall_time=desc.wall_time, step=desc.step)
             ev.session_log.status = event_pb2.SessionLog.START
-            f.append(ev.SerializeToString())
+            self._append_event(desc.run, ev)
 
     # -- parent watch --------------------------------------------------------
     def _parent_alive(self) -> bool:
@@ -242,6 +284,7 @@ class Sidecar:
             "written": dict(self.written),
             "rejected": dict(self.rejected),
             "nonfinite": dict(self.nonfinite),
+            "busy_seconds": {k: round(v, 6) for k, v in self.busy.items()},
             "bytes_written": sum(f.size for f in self.files.values()),
             "files": [f.path for f in self.files.values()],
             "cpu_seconds": cpu.user + cpu.system,

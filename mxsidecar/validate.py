@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import re
 from typing import Any, cast
 
 import numpy as np
@@ -181,3 +182,164 @@ def check_bins(bins: Any, name: str = "bins") -> Any:
             raise ValueError(f"{name} as edges must be finite and strictly increasing, got {bins!r}")
         return [float(e) for e in edges]
     raise TypeError(f"{name} must be 'default', an int, a sequence of edges or a rule name, got {type(bins).__name__}")
+
+
+# -- images, audio, video -------------------------------------------------------
+
+DATAFORMATS = ("CHW", "HWC", "HW", "NCHW", "NHWC")
+_BY_RANK = {2: "HW", 3: "CHW", 4: "NCHW"}  # mxboard's convention when no format is given
+IMAGE_DTYPES = frozenset(["float16", "float32", "float64", "uint8"])
+
+
+def check_dataformats(dataformats: Any, shape: tuple[int, ...], name: str = "image") -> str:
+    """The layout of an image array; None picks mxboard's by rank (HW, CHW, NCHW)."""
+    if dataformats is None:
+        if len(shape) not in _BY_RANK:
+            raise ValueError(f"{name} must have rank 2 (HW), 3 (CHW) or 4 (NCHW), got shape {shape}")
+        dataformats = _BY_RANK[len(shape)]
+    if dataformats not in DATAFORMATS:
+        raise ValueError(f"dataformats must be one of {DATAFORMATS}, got {dataformats!r}")
+    if len(shape) != len(dataformats):
+        raise ValueError(
+            f"{name} of shape {shape} does not match dataformats={dataformats!r} (rank {len(dataformats)})"
+        )
+    dims = dict(zip(dataformats, shape, strict=True))
+    if dims.get("C", 1) not in (1, 3, 4):
+        raise ValueError(f"{name} must have 1, 3 or 4 channels (C of {dataformats!r}), got {dims['C']}")
+    if any(d < 1 for d in shape):
+        raise ValueError(f"{name} must not be empty, got shape {shape}")
+    return str(dataformats)
+
+
+def check_unit_range(arr: np.ndarray[Any, Any], name: str, lo: float, hi: float) -> None:
+    """Values of a float numpy array within [lo, hi] (NaN fails): checked here, in the
+    caller, because host memory can be read without a sync (invariant 5)."""
+    if arr.dtype.kind == "f" and arr.size:
+        a_min, a_max = float(np.min(arr)), float(np.max(arr))
+        if not (lo <= a_min and a_max <= hi):  # NaN compares False
+            raise ValueError(f"{name} of dtype {arr.dtype} must hold values in [{lo:g}, {hi:g}], "
+                             f"got min {a_min:g}, max {a_max:g}")  # fmt: skip
+
+
+def check_image_dtype(dtype: str, name: str) -> None:
+    if dtype not in IMAGE_DTYPES:
+        raise TypeError(f"{name} must be float (values in [0, 1]) or uint8, got dtype {dtype}")
+
+
+def audio_layout(shape: tuple[int, ...], name: str = "audio") -> str:
+    """'frames' ([frames] or [frames, channels]) or 'channels_first' ([channels, frames])."""
+    dims = [d for d in shape if d != 1] or [1]
+    if len(dims) == 1:
+        return "frames"
+    if len(dims) == 2:
+        squeezed = tuple(dims)
+        if squeezed[1] == 2:
+            return "frames"
+        if squeezed[0] == 2:
+            return "channels_first"
+    raise ValueError(f"{name} must be mono [frames] or stereo [frames, 2] / [2, frames] (after squeezing "
+                     f"dimensions of size 1), got shape {shape}")  # fmt: skip
+
+
+# -- scalars groups, hparams, custom scalars -----------------------------------------
+
+HPARAM_TYPES = (bool, int, float, str)
+
+
+def check_hparams(hparams: Any, name: str = "hparam_dict") -> dict[str, Any]:
+    if not isinstance(hparams, dict) or not hparams:
+        raise TypeError(f"{name} must be a non-empty dict of str to bool, int, float or str")
+    out: dict[str, Any] = {}
+    for k, value in hparams.items():
+        check_tag(k, f"{name} key")
+        if isinstance(value, np.generic):
+            value = value.item()
+        if not isinstance(value, HPARAM_TYPES):
+            raise TypeError(f"{name}[{k!r}] must be bool, int, float or str, got {type(value).__name__}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{name}[{k!r}] must be finite, got {value!r}")
+        out[k] = value
+    return out
+
+
+def check_layout(layout: Any) -> dict[str, dict[str, list[Any]]]:
+    """tensorboardX's custom-scalars layout:
+    ``{category: {chart: ['Multiline', [tag regexes]] or ['Margin', [value, lower, upper]]}}``."""
+    if not isinstance(layout, dict) or not layout:
+        raise TypeError("layout must be a non-empty dict of category title to {chart title: [kind, tags]}")
+    out: dict[str, dict[str, list[Any]]] = {}
+    for category, charts in layout.items():
+        check_tag(category, "layout category")
+        if not isinstance(charts, dict) or not charts:
+            raise TypeError(f"layout[{category!r}] must be a non-empty dict of chart title to [kind, tags]")
+        out[category] = {}
+        for chart, spec in charts.items():
+            check_tag(chart, "layout chart title")
+            where = f"layout[{category!r}][{chart!r}]"
+            if not isinstance(spec, (list, tuple)) or len(spec) != 2 or spec[0] not in ("Multiline", "Margin"):
+                raise ValueError(f"{where} must be ['Multiline', [tags...]] or ['Margin', [value, lower, upper]]")
+            kind, tags = spec
+            if not isinstance(tags, (list, tuple)) or not tags or not all(isinstance(t, str) and t for t in tags):
+                raise ValueError(f"{where} tags must be a non-empty list of non-empty str")
+            if kind == "Margin" and len(tags) != 3:
+                raise ValueError(f"{where}: a Margin chart takes exactly [value, lower, upper] tags, got {len(tags)}")
+            if kind == "Multiline":
+                for t in tags:
+                    try:
+                        re.compile(t)
+                    except re.error as exc:
+                        raise ValueError(f"{where}: {t!r} is not a valid regular expression: {exc}") from exc
+            out[category][chart] = [kind, list(tags)]
+    return out
+
+
+# -- embeddings ---------------------------------------------------------------------
+
+MAX_SPRITE_PX = 8192  # TensorBoard's projector refuses larger sprites (MAX_SPRITE_IMAGE_SIZE_PX)
+
+
+def check_labels(labels: list[Any] | tuple[Any, ...], n: int, header: Any) -> tuple[list[Any], list[str] | None]:
+    """Embedding labels as rows for metadata.tsv: N scalars (one column) or N equal rows."""
+    if len(labels) != n:
+        raise ValueError(f"labels must hold {n} entries (one per embedding row), got {len(labels)}")
+    if all(type(x) is str for x in labels):  # the common case, without a per-label call
+        if header is not None:
+            raise ValueError("metadata_header applies to multi-column labels (rows); one column has no header")
+        return list(labels), None
+    multi = n > 0 and all(isinstance(row, (list, tuple)) for row in labels)
+    if multi:
+        width = len(labels[0])
+        if width < 2 or any(len(row) != width for row in labels):
+            raise ValueError("labels as rows must all have the same number (>= 2) of columns")
+        if header is None:
+            header = [f"label_{i}" for i in range(width)]
+        rows: list[Any] = [[_label_str(x) for x in row] for row in labels]
+    else:
+        if any(isinstance(row, (list, tuple)) for row in labels):
+            raise ValueError("labels must be all scalars (one column) or all rows (several columns)")
+        if header is not None:
+            raise ValueError("metadata_header applies to multi-column labels (rows); one column has no header")
+        rows = [_label_str(x) for x in labels]
+    if header is not None:
+        if not isinstance(header, (list, tuple)) or not all(isinstance(h, str) for h in header):
+            raise TypeError("metadata_header must be a list of str")
+        if len(header) != len(rows[0]):
+            raise ValueError(f"metadata_header has {len(header)} names for {len(rows[0])} label columns")
+        header = list(header)
+    return rows, header
+
+
+def _label_str(x: Any) -> str:
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, bytes):
+        x = x.decode("utf-8", "replace")
+    return str(x)
+
+
+def check_sprite(shape: tuple[int, ...]) -> None:
+    n, _, h, w = shape
+    side = math.ceil(math.sqrt(n))
+    if side * max(h, w) > MAX_SPRITE_PX:
+        raise ValueError(f"images make a sprite of {side}x{side} thumbnails of {h}x{w} px: "
+                         f"{side * max(h, w)} px a side, over TensorBoard's limit of {MAX_SPRITE_PX}")  # fmt: skip

@@ -19,6 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]  # the benchmarks, and this checkout of mxsidecar
 
 import bench_capture  # noqa: E402
+import bench_kinds  # noqa: E402
 import bench_scalar  # noqa: E402
 from common import emit, timer_overhead_ns  # noqa: E402
 
@@ -36,6 +37,14 @@ def markdown(records: list[dict]) -> str:
                 f"| {r['bench']} | {r['writer']} | {r['p50_us']:.2f} | {r['p90_us']:.2f} | {r['p99_us']:.2f} "
                 f"| {mean} | {mean_close} |"
             )
+    hist = [r for r in records if r.get("bench") == "sidecar_histogram_1M_float32"]
+    if hist:
+        lines += [
+            "",
+            "| sidecar work, 1M float32 values | median ms | ratio to np.histogram(bins=30) |",
+            "|---|---:|---:|",
+        ]
+        lines += [f"| {r['what']} | {r['median_ms']:.2f} | {r['ratio_to_np_histogram_30']:.2f} |" for r in hist]
     return "\n".join(lines) + "\n"
 
 
@@ -56,6 +65,8 @@ def main() -> None:
     emit(env)
     records = [env, *bench_scalar.run(n=n, repeats=repeats)]
     records += bench_capture.run(n=50 if args.quick else 300, repeats=repeats)
+    records += bench_kinds.sidecar_histogram(repeats=5 if args.quick else 15)
+    records += bench_kinds.run(n=10 if args.quick else 30, repeats=repeats)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.jsonl"), "w") as f:
         for r in records:

@@ -50,7 +50,7 @@ def test_bad_tags(sw, tag, exc) -> None:
         ("1.0", TypeError),
         (None, TypeError),
         (1j, TypeError),
-        ([1.0], TypeError),
+        ([1.0], ValueError),  # a list is mxboard's (name, value) pair
         (np.zeros(3), ValueError),
         (10**400, ValueError),
     ],

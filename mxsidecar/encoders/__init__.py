@@ -28,7 +28,7 @@ __all__ = ["EncodeFn", "Encoded", "encoder_for"]
 class Encoded(NamedTuple):
     run: str  # sub-directory of the logdir ('' is the writer's own run)
     value: summary_pb2.Summary.Value
-    metadata: summary_pb2.SummaryMetadata
+    metadata: summary_pb2.SummaryMetadata | None  # None: legacy image/audio, TensorBoard makes its own
     counts: dict[str, int] | None = None  # e.g. {"nonfinite": n}: reported per tag in stats()
 
 
@@ -39,6 +39,12 @@ _MODULES = {
     Kind.SCALAR: "scalar",
     Kind.TEXT: "text",
     Kind.HISTOGRAM: "histogram",
+    Kind.IMAGE: "image",
+    Kind.AUDIO: "audio",
+    Kind.VIDEO: "video",
+    Kind.PR_CURVE: "pr_curve",
+    Kind.HPARAMS: "hparams",
+    Kind.CUSTOM_SCALARS: "custom_scalars",
 }
 
 _loaded: dict[int, ModuleType] = {}

@@ -1,0 +1,42 @@
+"""The README's main example runs (quick mode) and TensorBoard's loader reads every kind it logs."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import load_multiplexer
+
+pytestmark = pytest.mark.timeout(300)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_train_gluon_quick(tmp_path) -> None:
+    pytest.importorskip("mxnet")
+    out = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", "train_gluon.py"), "--quick", "--logdir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "tensorboard --logdir" in out.stdout
+    (run,) = glob.glob(os.path.join(str(tmp_path), "gluon-*"))
+    mux = load_multiplexer(run)
+    for plugin, tag in [
+        ("scalars", "train/loss"),
+        ("scalars", "val/accuracy"),
+        ("histograms", "conv0_weight/grad"),
+        ("images", "data/samples"),
+        ("pr_curves", "val/pr_class0"),
+        ("text", "config"),
+        ("hparams", "_hparams_/session_start_info"),
+    ]:
+        tags = {t for r in mux.PluginRunToTagToContent(plugin).values() for t in r}
+        assert any(t.endswith(tag) or t == tag for t in tags), (plugin, tag, sorted(tags)[:10])
+    assert mux.Graph(".") is not None
+    assert os.path.exists(os.path.join(run, "projector_config.pbtxt"))

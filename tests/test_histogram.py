@@ -1,0 +1,139 @@
+"""Histograms: TensorBoard's buckets computed in the data's dtype, every bins option,
+read back through TensorBoard's own histogram migration."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from conftest import event_files, load_multiplexer, read_events
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from mxsidecar import SidecarWriter
+from mxsidecar.encoders.histogram import DBL_MAX, TF_LIMITS, histogram_pb, tf_bucket_index
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_tf_limits_are_tensorflows() -> None:
+    assert len(TF_LIMITS) == 1549 and TF_LIMITS[774] == 0.0
+    assert TF_LIMITS[775] == 1e-12 and TF_LIMITS[-1] < 1e20 <= TF_LIMITS[-1] * 1.1
+    np.testing.assert_array_equal(TF_LIMITS[:774], -TF_LIMITS[775:][::-1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bucket_index_equals_binary_search_on_edges(dtype) -> None:
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(200_000) * np.exp(rng.uniform(-35, 50, 200_000))).astype(dtype)
+    # exactly on limits, on both sides of them, zeros of both signs, the extremes
+    lim = TF_LIMITS.astype(dtype)
+    x = np.concatenate([x, lim, np.nextafter(lim, dtype(np.inf)), np.nextafter(lim, dtype(-np.inf)), [0.0, -0.0]])
+    x = x[np.isfinite(x)].astype(dtype)
+    np.testing.assert_array_equal(tf_bucket_index(x), np.searchsorted(lim, x, side="right"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(hnp.arrays(np.float32, st.integers(1, 300), elements=st.floats(-1e30, 1e30).map(lambda f: float(np.float32(f)))))
+def test_default_histogram_invariants(x) -> None:
+    proto, nonfinite = histogram_pb(x)
+    assert nonfinite == 0
+    assert proto.num == x.size and sum(proto.bucket) == x.size
+    assert (proto.min, proto.max) == (float(x.min()), float(x.max()))
+    assert proto.sum == pytest.approx(float(x.astype(np.float64).sum()), rel=1e-9, abs=1e-6)
+    assert proto.bucket[0] > 0 and proto.bucket[-1] > 0  # empty tails trimmed
+    empty = [c == 0 for c in proto.bucket]
+    assert not any(a and b for a, b in itertools.pairwise(empty))  # empty runs collapsed
+    assert list(proto.bucket_limit) == sorted(proto.bucket_limit)
+    assert proto.bucket_limit[-1] >= proto.max or proto.bucket_limit[-1] == DBL_MAX
+
+
+def test_counts_match_numpy_over_the_same_limits() -> None:
+    x = np.random.default_rng(2).standard_normal(50_000).astype(np.float32)
+    proto, _ = histogram_pb(x)
+    lim = TF_LIMITS.astype(np.float32).astype(np.float64)
+    ref = np.bincount(np.searchsorted(lim, x.astype(np.float64), side="right"), minlength=len(lim) + 1)
+    by_limit = dict(zip(np.append(lim, DBL_MAX), ref, strict=True))
+    for limit, count in zip(proto.bucket_limit, proto.bucket, strict=True):
+        if count:
+            assert by_limit[limit] == count
+
+
+def test_int_bins_edges_and_rules() -> None:
+    x = np.arange(100, dtype=np.float64)
+    proto, _ = histogram_pb(x, 10)
+    assert list(proto.bucket) == [10.0] * 10 and proto.bucket_limit[-1] == 99.0
+    proto, _ = histogram_pb(x, [10.0, 20.0, 50.0])
+    # values below and above the edges keep buckets of their own: nothing vanishes
+    assert sum(proto.bucket) == 100 and proto.bucket[0] == 10 and proto.bucket[-1] == 49
+    proto, _ = histogram_pb(np.full(5, 3.0), 4)  # a constant still draws
+    assert sum(proto.bucket) == 5
+    for rule in ("auto", "fd", "doane", "scott", "stone", "rice", "sturges", "sqrt"):
+        proto, _ = histogram_pb(x, rule)
+        assert sum(proto.bucket) == 100
+
+
+def test_rules_are_capped(tmp_path) -> None:
+    """tensorboardX#1: 'auto' over a few huge outliers asked numpy for 66 billion bins."""
+    x = np.concatenate([np.zeros(10_000), [1e15]])
+    proto, _ = histogram_pb(x, "fd")
+    assert len(proto.bucket) <= 10_001 and sum(proto.bucket) == x.size
+
+
+def test_nonfinite_values_left_out_and_counted(tmp_path) -> None:
+    logdir = str(tmp_path)
+    with SidecarWriter(logdir) as sw:
+        with pytest.warns(RuntimeWarning, match="2 NaN/Inf"):
+            sw.add_histogram("h", np.array([1.0, np.nan, 2.0, np.inf]), 0)
+            sw.flush()
+        sw.add_histogram("h", np.array([1.0, np.nan]), 1)  # warned once per tag
+        sw.add_histogram("all_nan", np.array([np.nan, np.nan]), 0)
+        sw.flush()
+        stats = sw.stats()
+    assert stats["sidecar"]["nonfinite"] == {"h": 3}
+    assert stats["rejected"] == 1  # nothing to draw: refused, reported
+    histos = [v.histo for e in read_events(event_files(logdir)[0]) for v in e.summary.value]
+    assert [(h.num, h.min, h.max) for h in histos] == [(2, 1.0, 2.0), (1, 1.0, 1.0)]
+
+
+def test_read_back_by_tensorboards_histogram_plugin(tmp_path) -> None:
+    from tensorboard.plugins.histogram import metadata as hmeta
+    from tensorboard.util import tensor_util
+
+    logdir = str(tmp_path)
+    x = np.random.default_rng(3).normal(5.0, 2.0, 10_000).astype(np.float32)
+    with SidecarWriter(logdir) as sw:
+        for step, bins in enumerate(["default", 30, "auto", [0.0, 5.0, 10.0]]):
+            sw.add_histogram("w", x, step, bins=bins)
+        sw.add_histogram("ints", np.arange(10, dtype=np.int64), 0)
+    mux = load_multiplexer(logdir)
+    assert set(mux.PluginRunToTagToContent(hmeta.PLUGIN_NAME)["."]) == {"w", "ints"}
+    for event in mux.Tensors(".", "w"):
+        t = tensor_util.make_ndarray(event.tensor_proto)  # [k, 3]: left, right, count
+        assert t.shape[1] == 3 and t[:, 2].sum() == x.size
+        assert t[0, 0] == pytest.approx(float(x.min())) and t[-1, 1] == pytest.approx(float(x.max()))
+
+
+def test_bad_bins(tmp_path) -> None:
+    with SidecarWriter(str(tmp_path)) as sw:
+        for bins, exc in [
+            ("wide", ValueError),
+            (0, ValueError),
+            (10**6, ValueError),
+            ([1.0], ValueError),
+            ([2.0, 1.0], ValueError),
+            ([0.0, np.nan], ValueError),
+            (1.5, TypeError),
+            (True, TypeError),
+        ]:
+            with pytest.raises(exc, match="bins"):
+                sw.add_histogram("h", np.ones(3), 0, bins=bins)
+        with pytest.raises(ValueError, match="values"):
+            sw.add_histogram("h", np.ones(0), 0)
+        with pytest.raises(TypeError, match="values"):
+            sw.add_histogram("h", np.array(["a"]), 0)
+        with pytest.raises(TypeError, match="values"):
+            sw.add_histogram("h", {"a": 1}, 0)
+        assert sw._pipe._seq == 0

@@ -1,0 +1,243 @@
+"""Every summary kind, end to end: logged through SidecarWriter, read back through
+TensorBoard's own plugin data path (the multiplexer its Python loader uses)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import wave
+
+import numpy as np
+import pytest
+from conftest import event_files, load_multiplexer, read_events, tensor_values
+from PIL import Image
+
+from mxsidecar import SidecarWriter, SummaryWriter
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def png_pixels(blob: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(blob)))
+
+
+def image_blobs(mux, run: str, tag: str) -> list[tuple[int, bytes]]:
+    """(step, PNG) pairs as TensorBoard's image plugin sees them: [w, h, png...] tensors."""
+    from tensorboard.util import tensor_util
+
+    out = []
+    for e in mux.Tensors(run, tag):
+        t = tensor_util.make_ndarray(e.tensor_proto)
+        out.append((e.step, t[2]))
+    return out
+
+
+def test_images_every_layout_pixel_exact(tmp_path) -> None:
+    logdir = str(tmp_path)
+    rng = np.random.default_rng(0)
+    chw = rng.integers(0, 256, (3, 5, 7)).astype(np.uint8)
+    floats = rng.random((4, 6)).astype(np.float32)
+    with SidecarWriter(logdir) as sw:
+        sw.add_image("chw", chw, 0)  # mxboard: rank 3 means CHW
+        sw.add_image("hwc", chw.transpose(1, 2, 0), 0, dataformats="HWC")
+        sw.add_image("hw_float", floats, 0)
+        sw.add_image("rgba", rng.integers(0, 256, (5, 5, 4)).astype(np.uint8), 0, dataformats="HWC")
+    mux = load_multiplexer(logdir)
+    assert {"chw", "hwc", "hw_float", "rgba"} <= set(mux.PluginRunToTagToContent("images")["."])
+    ((_, png),) = image_blobs(mux, ".", "chw")
+    np.testing.assert_array_equal(png_pixels(png), chw.transpose(1, 2, 0))
+    ((_, png),) = image_blobs(mux, ".", "hwc")
+    np.testing.assert_array_equal(png_pixels(png), chw.transpose(1, 2, 0))
+    ((_, png),) = image_blobs(mux, ".", "hw_float")
+    np.testing.assert_array_equal(png_pixels(png), np.rint(floats * 255).astype(np.uint8))
+    ((_, png),) = image_blobs(mux, ".", "rgba")
+    assert png_pixels(png).shape == (5, 5, 4)
+
+
+def test_image_batch_becomes_a_grid(tmp_path) -> None:
+    logdir = str(tmp_path)
+    batch = np.zeros((5, 3, 4, 4), dtype=np.uint8)
+    for i in range(5):
+        batch[i] = 10 * (i + 1)
+    with SidecarWriter(logdir) as sw:
+        sw.add_images("grid", batch, 2)
+    ((step, png),) = image_blobs(load_multiplexer(logdir), ".", "grid")
+    px = png_pixels(png)
+    # 5 images: 3 per row, 2 rows, 2 px gaps around and between
+    assert step == 2 and px.shape == (2 * 6 + 2, 3 * 6 + 2, 3)
+    for i in range(5):
+        r, c = divmod(i, 3)
+        cell = px[2 + r * 6 : 2 + r * 6 + 4, 2 + c * 6 : 2 + c * 6 + 4]
+        assert (cell == 10 * (i + 1)).all()
+    assert (px[0:2] == 0).all()
+
+
+def test_audio_sample_exact(tmp_path) -> None:
+    logdir = str(tmp_path)
+    t = np.linspace(0, 1, 8000, endpoint=False)
+    mono = (0.5 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+    stereo = np.stack([mono, -mono], axis=1)
+    pcm = (np.arange(-500, 500, dtype=np.int16) * 60).astype(np.int16)
+    with SidecarWriter(logdir) as sw:
+        sw.add_audio("mono", mono, sample_rate=8000, global_step=1)
+        sw.add_audio("stereo", stereo, 8000, 1)
+        sw.add_audio("int16", pcm, 16000, 1)
+    from tensorboard.util import tensor_util
+
+    mux = load_multiplexer(logdir)
+    assert {"mono", "stereo", "int16"} <= set(mux.PluginRunToTagToContent("audio")["."])
+
+    def frames(tag):
+        (e,) = mux.Tensors(".", tag)
+        t = tensor_util.make_ndarray(e.tensor_proto)  # [k] or [k, 2] (clip, label)
+        wav = t.reshape(t.shape[0], -1)[0][0]
+        with wave.open(io.BytesIO(wav)) as w:
+            return w.getframerate(), w.getnchannels(), np.frombuffer(w.readframes(w.getnframes()), "<i2")
+
+    rate, ch, data = frames("mono")
+    assert (rate, ch) == (8000, 1)
+    np.testing.assert_array_equal(data, np.rint(mono * 32767).astype(np.int16))
+    rate, ch, data = frames("stereo")
+    assert ch == 2
+    np.testing.assert_array_equal(data.reshape(-1, 2), np.rint(stereo * 32767).astype(np.int16))
+    rate, ch, data = frames("int16")
+    assert rate == 16000
+    np.testing.assert_array_equal(data, pcm)
+
+
+def test_video_is_an_animated_gif(tmp_path) -> None:
+    logdir = str(tmp_path)
+    vid = np.zeros((2, 3, 3, 8, 8), dtype=np.uint8)
+    for t in range(3):
+        vid[:, t] = 80 * t
+    with SidecarWriter(logdir) as sw:
+        sw.add_video("clip", vid, 0, fps=5)
+    ((_, blob),) = image_blobs(load_multiplexer(logdir), ".", "clip")
+    gif = Image.open(io.BytesIO(blob))
+    assert gif.format == "GIF" and gif.n_frames == 3
+
+
+def test_pr_curve_matches_tensorboard(tmp_path) -> None:
+    logdir = str(tmp_path)
+    rng = np.random.default_rng(5)
+    labels = rng.integers(0, 2, 500).astype(bool)
+    preds = np.clip(labels * 0.6 + rng.random(500) * 0.4, 0, 1).astype(np.float32)
+    with SidecarWriter(logdir) as sw:
+        sw.add_pr_curve("pr", labels, preds, num_thresholds=201, global_step=3)
+    from tensorboard.plugins.pr_curve import metadata as prmeta
+    from tensorboard.util import tensor_util
+
+    mux = load_multiplexer(logdir)
+    content = mux.PluginRunToTagToContent(prmeta.PLUGIN_NAME)["."]["pr"]
+    assert prmeta.parse_plugin_metadata(content).num_thresholds == 201
+    (e,) = mux.Tensors(".", "pr")
+    data = tensor_util.make_ndarray(e.tensor_proto)
+    assert data.shape == (6, 201) and e.step == 3
+    tp, fp = data[0], data[1]
+    assert tp[0] == labels.sum() and fp[0] == (~labels).sum()  # threshold 0: everything positive
+
+
+def test_embedding_projector_files_and_config(tmp_path) -> None:
+    from google.protobuf import text_format
+    from tensorboard.plugins.projector import projector_config_pb2
+
+    logdir = str(tmp_path)
+    mat = np.random.default_rng(1).random((20, 4)).astype(np.float32)
+    imgs = np.random.default_rng(2).random((20, 1, 6, 6)).astype(np.float32)
+    with SidecarWriter(logdir) as sw:
+        sw.add_embedding("feat", mat, labels=[f"p{i}" for i in range(20)], images=imgs, global_step=7)
+    with open(os.path.join(logdir, "projector_config.pbtxt")) as f:
+        cfg = text_format.Parse(f.read(), projector_config_pb2.ProjectorConfig())
+    (emb,) = cfg.embeddings
+    assert emb.tensor_name == "feat:00007"
+    base = logdir
+    for rel in (emb.tensor_path, emb.metadata_path, emb.sprite.image_path):
+        path = os.path.normpath(os.path.join(base, rel))
+        assert os.path.commonpath([path, base]) == base and os.path.exists(path)
+    with open(os.path.join(base, emb.metadata_path)) as f:
+        assert f.read().split("\n")[:2] == ["p0", "p1"]  # one column: no header row
+    got = np.loadtxt(os.path.join(base, emb.tensor_path), delimiter="\t", dtype=np.float32)
+    np.testing.assert_array_equal(got, mat)
+
+
+def test_graph_of_a_hybridized_block(tmp_path) -> None:
+    mx = pytest.importorskip("mxnet")
+    from tensorboard.compat.proto import graph_pb2
+
+    logdir = str(tmp_path)
+    net = mx.gluon.nn.HybridSequential()
+    net.add(mx.gluon.nn.Conv2D(4, 3), mx.gluon.nn.Activation("relu"), mx.gluon.nn.Dense(2))
+    net.initialize()
+    with SidecarWriter(logdir) as sw, pytest.raises(ValueError, match="hybridize"):
+        sw.add_graph(net)
+    net.hybridize()
+    net(mx.nd.ones((1, 1, 8, 8)))
+    with SidecarWriter(logdir) as sw:
+        sw.add_graph(net, input_shapes={"data": (1, 1, 8, 8)})
+    graphs = [e.graph_def for p in event_files(logdir) for e in read_events(p) if e.graph_def]
+    (blob,) = graphs
+    g = graph_pb2.GraphDef.FromString(blob)
+    ops = {n.op for n in g.node}
+    assert {"Convolution", "Activation", "FullyConnected"} <= ops
+    assert load_multiplexer(logdir).Graph(".") is not None
+
+
+def test_hparams_in_the_writers_own_run(tmp_path) -> None:
+    from tensorboard.plugins.hparams import metadata as hmeta
+
+    logdir = str(tmp_path)
+    with SidecarWriter(logdir) as sw:
+        sw.add_scalar("loss", 0.5, 10)
+        sw.add_hparams({"lr": 0.01, "opt": "adam", "bn": True}, {"accuracy": 0.9}, {"opt": ["adam", "sgd"]}, 10)
+    mux = load_multiplexer(logdir)
+    assert list(mux.Runs()) == ["."]  # no extra sub-run per call
+    content = mux.PluginRunToTagToContent(hmeta.PLUGIN_NAME)["."]
+    start = hmeta.parse_session_start_info_plugin_data(content[hmeta.SESSION_START_INFO_TAG])
+    assert start.hparams["lr"].number_value == 0.01 and start.hparams["opt"].string_value == "adam"
+    exp = hmeta.parse_experiment_plugin_data(content[hmeta.EXPERIMENT_TAG])
+    assert [m.name.tag for m in exp.metric_infos] == ["accuracy"]
+    assert tensor_values(mux, ".", "accuracy") == [(10, pytest.approx(0.9))]
+
+
+def test_custom_scalars_layout(tmp_path) -> None:
+    from tensorboard.plugins.custom_scalar import layout_pb2
+    from tensorboard.plugins.custom_scalar import metadata as csmeta
+    from tensorboard.util import tensor_util
+
+    logdir = str(tmp_path)
+    layout = {"Training": {"loss": ["Multiline", ["loss/.*"]], "acc": ["Margin", ["acc", "acc_lo", "acc_hi"]]}}
+    with SidecarWriter(logdir) as sw:
+        sw.add_custom_scalars(layout)
+    mux = load_multiplexer(logdir)
+    assert csmeta.CONFIG_SUMMARY_TAG in mux.PluginRunToTagToContent(csmeta.PLUGIN_NAME)["."]
+    (e,) = mux.Tensors(".", csmeta.CONFIG_SUMMARY_TAG)
+    parsed = layout_pb2.Layout.FromString(tensor_util.make_ndarray(e.tensor_proto).item())
+    assert [c.title for c in parsed.category[0].chart] == ["loss", "acc"]
+    assert list(parsed.category[0].chart[0].multiline.tag) == ["loss/.*"]
+
+
+def test_mxboard_script_runs_unchanged(tmp_path) -> None:
+    """mxboard's own README usage, with only the import changed."""
+    logdir = str(tmp_path)
+    xs = np.arange(0, 2 * np.pi, 0.5)
+    sw = SummaryWriter(logdir=logdir, max_queue=10, flush_secs=120, filename_suffix=None, verbose=False)
+    for i, x in enumerate(xs):
+        sw.add_scalar("curves", {"sin": np.sin(x), "cos": np.cos(x)}, i)
+        sw.add_scalar("curves", ("exp(sin)", np.exp(np.sin(x))), i)
+        sw.add_scalar("curves", ["exp(cos)", np.exp(np.cos(x))], i)
+        sw.add_scalar("curves", np.sin(x) ** 2, i)
+    sw.add_histogram("h", np.random.normal(size=100), 0, bins="default")
+    sw.add_text("t", "hello", 0)
+    sw.add_image("img", np.random.random((3, 8, 8)), 0)
+    sw.export_scalars(os.path.join(logdir, "scalars.json"))
+    sw.close()
+    sw.reopen()
+    sw.add_scalar("after", 1.0, 0)
+    sw.close()
+    runs = set(load_multiplexer(logdir).PluginRunToTagToContent("scalars"))
+    assert {".", "curves/sin", "curves/cos", "curves/exp(sin)", "curves/exp(cos)"} <= runs
+    with open(os.path.join(logdir, "scalars.json")) as f:
+        exported = json.load(f)
+    assert len(exported[os.path.join(logdir, "curves/sin")]) == len(xs)
+    assert len(exported[os.path.join(logdir, "curves")]) == len(xs)
