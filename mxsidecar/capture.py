@@ -233,7 +233,9 @@ class CompletionThread(threading.Thread):
     not be computed: the item is then sent as SKIP, with the reason).
     """
 
-    def __init__(self, send: Callable[[list[bytes]], None], on_failure: Callable[[BaseException], None]) -> None:
+    def __init__(
+        self, send: Callable[[list[bytes], list[int], int], None], on_failure: Callable[[BaseException], None]
+    ) -> None:
         super().__init__(name="mxsidecar-completion", daemon=True)
         self._send = send
         self._on_failure = on_failure
@@ -241,7 +243,20 @@ class CompletionThread(threading.Thread):
         self.put = self.queue.put  # the training thread's whole cost of a hand-off
 
     def run(self) -> None:
+        """``send(payloads, item_seqs, last_seq)`` gets the frames of a batch, the seqs of
+        the summary items among them (what is lost if the batch never arrives) and the
+        batch's last seq, control descriptors included."""
         q = self.queue
+        payloads: list[bytes] = []
+        seqs: list[int] = []
+        last = [0]
+
+        def send() -> None:
+            if payloads:
+                self._send(payloads[:], seqs[:], last[0])
+                payloads.clear()
+                seqs.clear()
+
         try:
             while True:
                 batch = [q.get()]
@@ -251,30 +266,29 @@ class CompletionThread(threading.Thread):
                         batch.append(q.get_nowait())
                     except queue.Empty:
                         break
-                payloads: list[bytes] = []
                 for item in batch:
                     if item is STOP:
-                        if payloads:
-                            self._send(payloads)
+                        send()
                         return
                     pending = item[-1]
                     if pending is not None:
-                        if payloads:  # let the sidecar work while we wait on the engine
-                            self._send(payloads)
-                            payloads = []
+                        send()  # let the sidecar work while we wait on the engine
                         try:
                             pending()
                         except Exception as exc:
                             payloads.append(_skip(item, exc))
+                            last[0] = item[1]
                             continue
                     payloads.append(pack_descriptor(*item[:-1]))
-                if payloads:
-                    self._send(payloads)
-                    # Each item's tuple (and numpy views it may pin) goes now, not at the next burst.
-                    del payloads, batch, item
+                    last[0] = item[1]
+                    if item[0] == Op.ITEM:
+                        seqs.append(item[1])
+                send()
+                # Each item's tuple (and numpy views it may pin) goes now, not at the next burst.
+                del batch, item
         except ChannelClosed:
-            # The sidecar is gone; the receiver thread explains why.  Items still in
-            # the queue are lost with it and are counted by the pipeline.
+            # The sidecar is gone for good (the pipeline did not restart it): the
+            # receiver thread explains why, and what is still queued is lost with it.
             pass
         except BaseException as exc:
             # A bug on our side must not leave callers waiting on a thread that is gone.

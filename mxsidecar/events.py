@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 
-from . import records
+from . import faults, records
 from .proto import event_pb2
 
 __all__ = ["FILE_VERSION", "WRITER_NAME", "EventFile", "event_file_name", "first_event"]
@@ -23,13 +23,16 @@ AUTO_FLUSH_BYTES = 1 << 20  # don't hold more than this in memory between deadli
 
 
 def event_file_name(wall_time: float, pid: int, index: int, suffix: str = "", host: str | None = None) -> str:
-    """``events.out.tfevents.<10-digit time>.<host>.<pid>.<n><suffix>``, TensorBoard's own.
+    """``events.out.tfevents.<10-digit time>.<host>.<pid>.<n><suffix>``, TensorBoard's own
+    python writer's pattern (with ``n`` zero-padded).
 
     The zero-padded time makes names sort in creation order, which TensorBoard's
     DirectoryWatcher relies on when a run holds several files.
     """
     host = socket.gethostname() if host is None else host
-    return f"events.out.tfevents.{int(wall_time):010d}.{host}.{pid}.{index}{suffix}"
+    # The counter is zero-padded so that files made within one second (a restarted
+    # sidecar, several writers) still sort in creation order: "10" < "9" otherwise.
+    return f"events.out.tfevents.{int(wall_time):010d}.{host}.{pid}.{index:06d}{suffix}"
 
 
 def first_event(wall_time: float) -> bytes:
@@ -53,6 +56,7 @@ class EventFile:
         self.size = 0  # bytes on disk, always at a record boundary
         self.records = 0
         self.tags_with_metadata: set[str] = set()  # plugin metadata goes on a tag's first value only
+        self.last_tag = ""  # for failure injection at "write" (mxsidecar.faults)
         self.append(first_event(wall_time))
         self.flush()
 
@@ -68,20 +72,35 @@ class EventFile:
         """Write what is buffered; on failure, cut the file back to its last whole record."""
         if not self._pending:
             return
-        data = memoryview(b"".join(self._pending))
-        self._pending.clear()
+        pending = self._pending
+        data = memoryview(b"".join(pending))
+        self._pending = []
         self._pending_bytes = 0
         written = 0
+        if faults.active:
+            faults.hit("write", self.last_tag, self._fd, bytes(data))
         try:
             while written < len(data):
                 written += os.write(self._fd, data[written:])
         except OSError:
+            # Keep every record that made it whole (a full disk stops mid-batch), and
+            # nothing after: never a partial record followed by more records.
+            whole = 0
+            for rec in pending:
+                if whole + len(rec) > written:
+                    break
+                whole += len(rec)
             try:
-                os.ftruncate(self._fd, self.size)
+                os.ftruncate(self._fd, self.size + whole)
+                self.size += whole
             except OSError:
                 pass
             raise
         self.size += written
+        # Writes to a file whose name is gone (the logdir was deleted under us) succeed
+        # and vanish with the last descriptor: a silent loss unless we look.
+        if os.fstat(self._fd).st_nlink == 0:
+            raise FileNotFoundError(f"event file {self.path} was deleted while being written")
 
     def fsync(self) -> None:
         self.flush()

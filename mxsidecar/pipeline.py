@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 from .arena import Arena, SpanAllocator
 from .backpressure import FlowControl, OnFull
 from .capture import STOP, CompletionThread, EngineCapture
+from .channel import ChannelClosed
 from .errors import MxSidecarError, SidecarError, WriterClosed
 from .messages import Kind, Notice, Op
 from .supervisor import SidecarOptions, Supervisor
@@ -39,6 +40,7 @@ from .supervisor import SidecarOptions, Supervisor
 __all__ = ["Part", "Pipeline"]
 
 STATS_TIMEOUT = 10.0
+_KIND_NAMES = {k: k.name.lower() for k in Kind}  # Enum.name is a property: not on the drop path
 
 
 class Part(NamedTuple):
@@ -68,8 +70,16 @@ class Pipeline:
         filename_suffix: str,
         nice: int,
         cpus: tuple[int, ...],
+        on_error: str = "raise",
+        max_restarts: int = 3,
     ) -> None:
         self.logdir = logdir
+        self.on_error = on_error
+        self.max_restarts = max_restarts
+        self.restarts = 0
+        self.lost = 0  # items that died with a sidecar (on_error='restart')
+        self.last_error: str | None = None
+        self._last_sent = 0  # highest item seq handed to the current channel
         self.max_queue = max_queue
         self._cond = threading.Condition(threading.Lock())
         self.flow = FlowControl(on_full, block_timeout)
@@ -88,13 +98,9 @@ class Pipeline:
         self.arena = Arena.create(slab_bytes)
         try:
             self.completion = CompletionThread(self._send, self._on_completion_failure)
-            self.supervisor = Supervisor(
-                SidecarOptions(logdir, self.arena.name, flush_secs, filename_suffix, next(_file_index), nice, cpus),
-                self._on_progress,
-                self._on_notice,
-                self._on_stats,
-                self._on_exit,
-            )
+            self._sidecar_args = (logdir, self.arena.name, flush_secs, filename_suffix)
+            self._sidecar_tuning = (nice, cpus)
+            self.supervisor = self._start_sidecar()
         except BaseException:
             self.arena.close()
             self.arena.unlink()
@@ -102,6 +108,12 @@ class Pipeline:
         self.completion.start()
         self._owner_pid = os.getpid()
         _live.add(self)
+
+    def _start_sidecar(self) -> Supervisor:
+        logdir, arena, flush_secs, suffix = self._sidecar_args
+        nice, cpus = self._sidecar_tuning
+        options = SidecarOptions(logdir, arena, flush_secs, suffix, next(_file_index), nice, cpus)
+        return Supervisor(options, self._on_progress, self._on_notice, self._on_stats, self._on_exit)
 
     # -- the training thread's side -----------------------------------------
     def _check(self) -> None:
@@ -132,7 +144,7 @@ class Pipeline:
             if self._error is not None or self.closed:
                 self._check()
             if self._seq - self._done >= self.max_queue:
-                if self.flow.admit(self._reserve_slot, self._cond.wait, kind.name.lower(), tag, self._check) is None:
+                if self.flow.admit(self._reserve_slot, self._cond.wait, _KIND_NAMES[kind], tag, self._check) is None:
                     return False
             self._seq += 1
             self.completion.put(
@@ -151,6 +163,7 @@ class Pipeline:
         run: str = "",
         text: str = "",
         options: dict[str, Any] | None = None,
+        named: bool = False,
     ) -> bool:
         """Reserve one span for every part, fill them, enqueue one descriptor; False if dropped.
 
@@ -158,7 +171,8 @@ class Pipeline:
         (NDArray) and returns None or the callable the completion thread waits on.
         One part travels as the descriptor's own dtype/shape; several (an embedding's
         matrix and sprite images, a pr-curve's labels and predictions) are laid out
-        back to back, 64-byte aligned, and described in ``options["parts"]``.
+        back to back, 64-byte aligned, and described in ``options["parts"]`` (also for
+        one part with ``named``: the sidecar then gets a dict of named arrays).
         """
         layout: list[tuple[Part, int]] = []
         nbytes = 0
@@ -172,7 +186,7 @@ class Pipeline:
             assert allocator is not None
             if not allocator.fits_ever(nbytes):
                 raise ValueError(
-                    f"{kind.name.lower()} {tag!r}: {nbytes / 2**20:.1f} MB can never fit in the arena "
+                    f"{_KIND_NAMES[kind]} {tag!r}: {nbytes / 2**20:.1f} MB can never fit in the arena "
                     f"(slab_mb={self.arena.size / 2**20:g}); raise slab_mb or log a smaller array"
                 )
 
@@ -182,7 +196,7 @@ class Pipeline:
                 offset = allocator.allocate(nbytes)
                 return "slab_mb" if offset is None else offset
 
-            offset = self.flow.admit(reserve, self._cond.wait, kind.name.lower(), tag, self._check)
+            offset = self.flow.admit(reserve, self._cond.wait, _KIND_NAMES[kind], tag, self._check)
             if offset is None:
                 return False
             waits: list[Callable[[], Any]] = []
@@ -210,7 +224,7 @@ class Pipeline:
             self._seq += 1
             self._spans.append((self._seq, offset))
             self.queued_bytes_total += nbytes
-            if len(parts) == 1:
+            if len(parts) == 1 and not named:
                 (part,) = parts
                 dtype, shape, nbytes = part.dtype, part.shape, part.nbytes
             else:
@@ -272,15 +286,21 @@ class Pipeline:
             sidecar: dict[str, Any] | None = None
             if self._error is None and not self.closed:
                 seq = self._control(Op.STATS)
-                self._cond.wait_for(lambda: seq in self._stats_replies or self._error is not None, STATS_TIMEOUT)
+                # A STATS lost with a restarted sidecar is marked done: stop waiting then.
+                self._cond.wait_for(
+                    lambda: seq in self._stats_replies or self._error is not None or self._done >= seq, STATS_TIMEOUT
+                )
                 sidecar = self._stats_replies.pop(seq, None)
             allocator = self.arena.allocator
             assert allocator is not None
             dropped: dict[str, int] = Counter()
             for (kind, _tag), n in self.flow.dropped.items():
                 dropped[kind] += n
+            sent = max(self._last_sent, self._done)
+            in_flight = (sent - self._done) - len([c for c in self._controls if c <= sent])
             return {
                 "queued": self._items_pending(),
+                "in_flight": in_flight,
                 "logged_seq": self._seq,
                 "done_seq": self._done,
                 "dropped": dict(dropped),
@@ -292,7 +312,9 @@ class Pipeline:
                 "array_bytes_queued_total": self.queued_bytes_total,
                 "sidecar_pid": self.supervisor.pid,
                 "sidecar": sidecar,
-                "last_error": None if self._error is None else str(self._error),
+                "restarts": self.restarts,
+                "lost": self.lost,
+                "last_error": str(self._error) if self._error is not None else self.last_error,
             }
 
     def close(self, timeout: float | None) -> None:
@@ -340,17 +362,45 @@ class Pipeline:
         dropped = self.flow.dropped_total
         rejected = sum(self.notices.values())
         lost = self._items_pending() if self._error is not None else 0
+        lost += self.lost
         if dropped or rejected or lost:
-            warnings.warn(
+            _warn(
                 f"mxsidecar: {self.logdir}: {dropped} items dropped (on_full='drop'), "
-                f"{rejected} rejected by the sidecar, {lost} lost with the sidecar; see stats()",
+                f"{rejected} rejected by the sidecar, {lost} lost with the sidecar "
+                f"({self.restarts} restarts); see stats()",
                 RuntimeWarning,
                 stacklevel=3,
             )
 
     # -- receiver / completion thread callbacks ------------------------------
-    def _send(self, payloads: list[bytes]) -> None:
-        self.supervisor.send(payloads)
+    def _send(self, payloads: list[bytes], item_seqs: list[int], last_seq: int) -> None:
+        """The completion thread's hand-off.  If the channel is gone, wait for the
+        receiver's verdict: a restarted sidecar (this batch is lost: counted, and marked
+        done so that no flush() waits for it; the next batch goes to the new channel)
+        or the end (ChannelClosed ends the thread)."""
+        sup = self.supervisor
+        try:
+            sup.send(payloads)
+        except ChannelClosed:
+            with self._cond:
+                self._cond.wait_for(lambda: self.supervisor is not sup or self._error is not None or self.closed)
+                if self.supervisor is sup:
+                    raise
+                self._count_lost(len([q for q in item_seqs if q > self._done]))
+                self._advance(last_seq)
+                self._cond.notify_all()
+            return
+        self._last_sent = last_seq
+
+    def _count_lost(self, n: int) -> None:
+        if n:
+            self.lost += n
+            _warn(
+                f"mxsidecar: {self.logdir}: {n} logged items were lost with a failed sidecar "
+                f"(counted in stats()['lost']); the sidecar was restarted ({self.restarts} of {self.max_restarts})",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def _on_completion_failure(self, exc: BaseException) -> None:
         with self._cond:
@@ -364,27 +414,31 @@ class Pipeline:
 
     def _on_progress(self, done_seq: int) -> None:
         with self._cond:
-            self._done = done_seq
-            spans = self._spans
-            allocator = self.arena.allocator
-            assert allocator is not None
-            while spans and spans[0][0] <= done_seq:
-                allocator.free(spans.popleft()[1])
-            while self._controls and self._controls[0] <= done_seq:
-                self._controls.popleft()
+            self._advance(done_seq)
             self._cond.notify_all()
+
+    def _advance(self, done_seq: int) -> None:
+        """Everything up to ``done_seq`` is handled: free its spans (lock held)."""
+        self._done = max(self._done, done_seq)
+        spans = self._spans
+        allocator = self.arena.allocator
+        assert allocator is not None
+        while spans and spans[0][0] <= done_seq:
+            allocator.free(spans.popleft()[1])
+        while self._controls and self._controls[0] <= done_seq:
+            self._controls.popleft()
 
     def _on_notice(self, notice: Notice) -> None:
         kind = Kind(notice.kind).name.lower()
         if notice.written:  # sent once per tag by the sidecar, which keeps the count
-            warnings.warn(f"mxsidecar: {kind} {notice.tag!r}: {notice.reason}", RuntimeWarning, stacklevel=2)
+            _warn(f"mxsidecar: {kind} {notice.tag!r}: {notice.reason}", RuntimeWarning, stacklevel=2)
             return
         with self._cond:
             key = (notice.tag, notice.reason)
             first = key not in self.notices
             self.notices[key] += 1
         if first:
-            warnings.warn(
+            _warn(
                 f"mxsidecar: {kind} {notice.tag!r} was not written: {notice.reason} "
                 "(counted in stats()['rejected']; warned once per tag and reason)",
                 RuntimeWarning,
@@ -399,11 +453,44 @@ class Pipeline:
     def _on_exit(self, error: SidecarError | None) -> None:
         with self._cond:
             self._exited = True
-            if error is not None and self._error is None:
-                lost = self._items_pending()
-                error.args = (f"{error.args[0]}; {lost} logged items were not written",)
-                self._error = error
+            if error is not None:
+                self.last_error = str(error)
+                restartable = self.on_error == "restart" and not self.closed and self._error is None
+                if restartable and self.restarts < self.max_restarts:
+                    self._restart(error)
+                elif self._error is None:
+                    lost = self._items_pending()
+                    more = f" after {self.restarts} restarts (max_restarts)" if self.restarts else ""
+                    error.args = (f"{error.args[0]}{more}; {lost} logged items were not written",)
+                    self._error = error
             self._cond.notify_all()
+
+    def _restart(self, error: SidecarError) -> None:
+        """on_error='restart' (called with the lock held): a new sidecar, a new event file.
+
+        What the dead sidecar had been sent but had not reported done is lost and
+        counted; its spans are free again (their copies were complete before they were
+        sent).  Everything not yet sent goes to the new sidecar, in order.
+        """
+        self.restarts += 1
+        sent = max(self._last_sent, self._done)
+        lost = (sent - self._done) - len([c for c in self._controls if self._done < c <= sent])
+        self._advance(sent)
+        self.supervisor.close_channel()
+        self.supervisor = self._start_sidecar()
+        self._exited = False
+        _warn(f"mxsidecar: {self.logdir}: {error}; restarting it on a new event file", RuntimeWarning, stacklevel=2)
+        self._count_lost(lost)
+
+
+def _warn(message: str, category: type[Warning] = RuntimeWarning, stacklevel: int = 2) -> None:
+    """warnings.warn that cannot kill the receiver or completion thread: under
+    ``-W error`` a warning is an exception, and raised there it would look like a
+    dead sidecar.  Then it goes to stderr instead."""
+    try:
+        warnings.warn(message, category, stacklevel=stacklevel + 1)
+    except Warning:
+        print(f"{category.__name__}: {message}", file=sys.stderr)
 
 
 def _wait_all(waits: list[Callable[[], Any]]) -> Callable[[], None]:

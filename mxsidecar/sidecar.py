@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from . import faults
 from .arena import Arena
 from .channel import Channel, ChannelClosed
 from .encoders import encoder_for
@@ -55,6 +56,8 @@ from .proto import event_pb2
 __all__ = ["Sidecar", "main"]
 
 PARENT_CHECK_SECS = 1.0
+REPORT_EVERY = 32  # items between progress reports within one received batch
+REPORT_SECS = 0.005  # ... or this much time, whichever comes first
 
 
 class _Terminated(Exception):
@@ -82,7 +85,7 @@ class Sidecar:
         self.rejected: Counter[str] = Counter()  # tag -> items refused
         self.nonfinite: Counter[str] = Counter()  # tag -> NaN/Inf values left out of histograms
         self.busy: dict[str, float] = {}  # kind name -> seconds spent encoding and writing it
-        self.next_flush = time.monotonic() + self.flush_secs
+        self.next_fsync = time.monotonic() + self.flush_secs
         self.next_parent_check = time.monotonic() + PARENT_CHECK_SECS
         self._file("")  # the run exists (and shows in TensorBoard) from the start
 
@@ -98,9 +101,15 @@ class Sidecar:
         return f
 
     def flush_all(self) -> None:
+        """Hand every buffered record to the kernel: visible to TensorBoard, and safe
+        if this process dies (not if the machine does: that is what fsync is for)."""
         for f in self.files.values():
             f.flush()
-        self.next_flush = time.monotonic() + self.flush_secs
+
+    def fsync_all(self) -> None:
+        for f in self.files.values():
+            f.fsync()
+        self.next_fsync = time.monotonic() + self.flush_secs
 
     def close_all(self) -> None:
         err: BaseException | None = None
@@ -116,7 +125,7 @@ class Sidecar:
     def run(self) -> None:
         """Serve until CLOSE, or until the parent is gone."""
         while not self.closed:
-            timeout = max(0.0, min(self.next_flush, self.next_parent_check) - time.monotonic())
+            timeout = max(0.0, min(self.next_fsync, self.next_parent_check) - time.monotonic())
             ready, _, _ = select.select([self.channel], [], [], timeout)
             if ready:
                 try:
@@ -124,14 +133,26 @@ class Sidecar:
                 except ChannelClosed:
                     self._parent_gone()
                     return
-                for frame in frames:
+                last_report = time.monotonic()
+                for i, frame in enumerate(frames, 1):
                     self.handle(Descriptor.unpack(frame))
                     if self.closed:
                         break
+                    # Report inside a long batch too: a caller blocked on a full queue
+                    # waits for one of these, not for the whole batch (~max_queue items).
+                    if i % REPORT_EVERY == 0 or time.monotonic() - last_report > REPORT_SECS:
+                        self.flush_all()
+                        self._report()
+                        last_report = time.monotonic()
+                # Write through after every batch, before reporting it done: "done"
+                # then means "in the kernel", so a sidecar crash loses only what it had
+                # not yet reported (the trainer counts exactly that), and TensorBoard
+                # sees values at once.  One write per batch; batches grow with load.
+                self.flush_all()
                 self._report()
             now = time.monotonic()
-            if now >= self.next_flush:
-                self.flush_all()
+            if now >= self.next_fsync:
+                self.fsync_all()
             if now >= self.next_parent_check:
                 self.next_parent_check = now + PARENT_CHECK_SECS
                 if not self._parent_alive():
@@ -150,6 +171,8 @@ class Sidecar:
             pass  # the trainer is gone; EOF on the next recv ends the loop
 
     def handle(self, desc: Descriptor) -> None:
+        if faults.active:
+            faults.hit("receive", desc.tag)
         if desc.op == Op.ITEM:
             self.write_item(desc)
         elif desc.op == Op.FLUSH:
@@ -197,6 +220,8 @@ class Sidecar:
         if kind == Kind.SESSION_START:
             self._session_start(desc)
             return
+        if faults.active:
+            faults.hit("encode", desc.tag)
         data = self._arrays(desc)
         try:
             if kind == Kind.GRAPH:
@@ -238,6 +263,7 @@ class Sidecar:
                 value.metadata.CopyFrom(metadata)
             ev = event_pb2.Event(wall_time=desc.wall_time, step=desc.step)
             ev.summary.value.append(value)
+            f.last_tag = desc.tag
             f.append(ev.SerializeToString())
             self.written[name] += 1
 

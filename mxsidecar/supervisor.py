@@ -158,6 +158,9 @@ class Supervisor:
             pass
         except BaseException as exc:  # a bug on our side of the channel: still one error
             remote_tb = f"receiver thread failed: {exc!r}"
+            # Nobody reads the sidecar's replies now: EOF makes it write what it has
+            # received and exit, rather than block on a full socket.
+            self.shutdown_send()
         self._on_exit(self._explain(remote_tb))
 
     def _explain(self, remote_tb: str | None) -> SidecarError | None:
@@ -170,7 +173,8 @@ class Supervisor:
             return None
         pid = self.proc.pid
         if remote_tb is not None:
-            err = SidecarError(f"the mxsidecar sidecar (pid {pid}) failed and exited with status {rc}", rc)
+            last = next((ln.strip() for ln in reversed(remote_tb.splitlines()) if ln.strip()), "an error")
+            err = SidecarError(f"the mxsidecar sidecar (pid {pid}) failed with {last} (exit status {rc})", rc)
             err.__cause__ = RemoteTraceback(remote_tb)
         elif rc < 0:
             name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)

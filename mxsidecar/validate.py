@@ -29,6 +29,11 @@ __all__ = [
 ]
 
 MAX_TAG_BYTES = 4096
+# A run name becomes directories under the logdir: each part one path component (255
+# bytes on every file system we run on), and ``main_tag/key`` plus the logdir and the
+# event file's name must stay under PATH_MAX (4096), so a whole name gets a quarter.
+MAX_NAME_PART_BYTES = 255
+MAX_RUN_NAME_BYTES = 1024
 MAX_BINS = 10_000  # tensorboardX#1: bins='auto' once asked numpy for 66 billion
 BIN_RULES = ("auto", "fd", "doane", "scott", "stone", "rice", "sturges", "sqrt")
 # dtypes an array may travel as (messages.DTYPE_CODES); others are refused here.
@@ -36,6 +41,12 @@ ARRAY_DTYPES = frozenset(
     ["float16", "float32", "float64", "uint8", "int8", "int16", "int32", "int64", "bool", "uint16", "uint32", "uint64"]
 )
 INT64_MAX = (1 << 63) - 1
+
+
+def _short(value: Any) -> str:
+    """``repr(value)``, cut: a 10**400 in a message should not be 400 digits."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def check_tag(tag: Any, name: str = "tag") -> str:
@@ -67,7 +78,23 @@ def check_run_name(name_value: Any, name: str) -> str:
                 f"{name} becomes a directory under logdir; each '/'-separated part must be a non-empty name "
                 f"other than '.' or '..', without surrounding spaces, got {name_value!r}"
             )
+        if len(part.encode("utf-8")) > MAX_NAME_PART_BYTES:
+            raise ValueError(f"{name} becomes a directory under logdir; each '/'-separated part must be at most "
+                             f"{MAX_NAME_PART_BYTES} bytes of UTF-8 (a file name), got {part[:40]!r}...")  # fmt: skip
+    n = len(name_value.encode("utf-8"))
+    if n > MAX_RUN_NAME_BYTES:
+        raise ValueError(f"{name} becomes a directory under logdir; it must be at most {MAX_RUN_NAME_BYTES} "
+                         f"bytes of UTF-8, got {n}")  # fmt: skip
     return str(name_value)
+
+
+def check_run_path(logdir: str, run: str, name: str) -> None:
+    """A run directory the sidecar can make: no file already where a directory must go."""
+    path = logdir
+    for part in run.split("/"):
+        path = os.path.join(path, part)
+        if os.path.lexists(path) and not os.path.isdir(path):
+            raise ValueError(f"{name} {run!r} needs the directory {path!r}, but a file of that name exists")
 
 
 def check_step(step: Any, name: str = "global_step") -> int:
@@ -86,7 +113,10 @@ def check_step(step: Any, name: str = "global_step") -> int:
 def check_walltime(walltime: Any, name: str = "walltime") -> float:
     if isinstance(walltime, bool) or not isinstance(walltime, numbers.Real):
         raise TypeError(f"{name} must be seconds since the epoch as a float, or None, got {type(walltime).__name__}")
-    value = float(walltime)
+    try:
+        value = float(walltime)
+    except OverflowError:
+        raise ValueError(f"{name} must be finite and >= 0, got {_short(walltime)}") from None
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be finite and >= 0, got {walltime!r}")
     return value
@@ -139,7 +169,10 @@ def check_positive(value: Any, name: str, *, integer: bool = False, allow_none: 
         what = "an int" if integer else "a number"
         raise TypeError(f"{name} must be {what} > 0{' or None' if allow_none else ''}, got {type(value).__name__}")
     value = cast(Any, value)  # narrowed to object by the isinstance over a runtime tuple
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        raise ValueError(f"{name} must be a finite number > 0, got {_short(value)}") from None
     if not number > 0 or not math.isfinite(number):
         raise ValueError(f"{name} must be > 0, got {value!r}")
     return int(value) if integer else number
@@ -159,6 +192,10 @@ def check_array(value: Any, name: str, *, min_size: int = 1) -> np.ndarray[Any, 
                         f"got {type(value).__name__}")  # fmt: skip
     if arr.dtype.name not in ARRAY_DTYPES:
         raise TypeError(f"{name} must hold real numbers (float, int, uint or bool), got dtype {arr.dtype}")
+    if not arr.dtype.isnative:
+        # The sidecar reads the span in native order by dtype name: a '>f4' array copied
+        # byte for byte would arrive as other numbers.  Swapped here, once (a rare case).
+        arr = arr.astype(arr.dtype.newbyteorder("="))
     if arr.size < min_size:
         raise ValueError(f"{name} must have at least {min_size} element(s), got shape {arr.shape}")
     return arr
@@ -175,13 +212,23 @@ def check_bins(bins: Any, name: str = "bins") -> Any:
             raise ValueError(f"{name} must be from 1 to {MAX_BINS}, got {bins}")
         return int(bins)
     if isinstance(bins, (list, tuple, np.ndarray)):
-        edges = np.asarray(bins, dtype=np.float64) if len(bins) else np.zeros(0)
+        try:
+            edges = np.asarray(bins, dtype=np.float64) if len(bins) else np.zeros(0)
+        except OverflowError:
+            raise ValueError(f"{name} as edges must be finite numbers, got {_short(bins)}") from None
         if edges.ndim != 1 or not 2 <= edges.size <= MAX_BINS + 1:
             raise ValueError(f"{name} as edges must be a flat sequence of 2 to {MAX_BINS + 1} numbers, got {bins!r}")
         if not np.all(np.isfinite(edges)) or not np.all(np.diff(edges) > 0):
             raise ValueError(f"{name} as edges must be finite and strictly increasing, got {bins!r}")
         return [float(e) for e in edges]
     raise TypeError(f"{name} must be 'default', an int, a sequence of edges or a rule name, got {type(bins).__name__}")
+
+
+def check_histogram_values(arr: np.ndarray[Any, Any], name: str = "values") -> None:
+    """At least one finite value in a numpy array: NaN and Inf are left out of the
+    buckets, so an array of nothing else leaves nothing to draw (the sidecar refuses it)."""
+    if arr.dtype.kind == "f" and arr.size and not np.isfinite(arr).any():
+        raise ValueError(f"{name} must hold at least one finite value, got only NaN/Inf (shape {arr.shape})")
 
 
 # -- images, audio, video -------------------------------------------------------
@@ -241,6 +288,44 @@ def audio_layout(shape: tuple[int, ...], name: str = "audio") -> str:
                      f"dimensions of size 1), got shape {shape}")  # fmt: skip
 
 
+# The WAV header holds the byte rate, sample_rate * channels * 2 bytes, in a u32.
+MAX_SAMPLE_RATE = (2**32 - 1) // 4
+
+
+def check_sample_rate(sample_rate: Any, name: str = "sample_rate") -> int:
+    if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, np.integer)):
+        raise TypeError(f"{name} must be an int from 1 to {MAX_SAMPLE_RATE}, got {type(sample_rate).__name__}")
+    if not 1 <= sample_rate <= MAX_SAMPLE_RATE:
+        raise ValueError(f"{name} must be from 1 to {MAX_SAMPLE_RATE} (a WAV header holds rate * 4 bytes "
+                         f"of stereo 16-bit samples in a u32), got {_short(sample_rate)}")  # fmt: skip
+    return int(sample_rate)
+
+
+MIN_FPS = 1e-6  # GIF delays stop at 655.35 s a frame (any fps below 1/655.35 plays the same)
+
+
+def check_fps(fps: Any, name: str = "fps") -> float:
+    """A positive frame rate; tiny ones would overflow the GIF delay's arithmetic."""
+    rate = float(check_positive(fps, name))
+    if rate < MIN_FPS:
+        raise ValueError(f"{name} must be at least {MIN_FPS:g} (a GIF frame lasts at most 655.35 s), got {fps!r}")
+    return rate
+
+
+MAX_GIF_PX = 65535  # a GIF's logical screen is u16 x u16
+
+
+def check_video_size(shape: tuple[int, ...], name: str = "vid_tensor") -> None:
+    """(N, T, C, H, W): the grid of N frames (2 px gaps, ceil(sqrt(N)) columns) fits a GIF."""
+    n, _, _, h, w = shape
+    ncols = math.ceil(math.sqrt(n))
+    nrows = math.ceil(n / ncols)
+    height, width = (h, w) if n == 1 else (nrows * (h + 2) + 2, ncols * (w + 2) + 2)
+    if height > MAX_GIF_PX or width > MAX_GIF_PX:
+        raise ValueError(f"{name} of shape {shape} makes GIF frames of {width}x{height} px; "
+                         f"a GIF is at most {MAX_GIF_PX} px a side")  # fmt: skip
+
+
 # -- scalars groups, hparams, custom scalars -----------------------------------------
 
 HPARAM_TYPES = (bool, int, float, str)
@@ -258,6 +343,13 @@ def check_hparams(hparams: Any, name: str = "hparam_dict") -> dict[str, Any]:
             raise TypeError(f"{name}[{k!r}] must be bool, int, float or str, got {type(value).__name__}")
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{name}[{k!r}] must be finite, got {value!r}")
+        if isinstance(value, int) and not isinstance(value, bool):
+            try:
+                float(value)  # TensorBoard holds every number as a double
+            except OverflowError:
+                raise ValueError(f"{name}[{k!r}] must be within the range of a float64, got {_short(value)}") from None
+        if isinstance(value, str):
+            check_text(value, f"{name}[{k!r}]")
         out[k] = value
     return out
 
@@ -281,6 +373,8 @@ def check_layout(layout: Any) -> dict[str, dict[str, list[Any]]]:
             kind, tags = spec
             if not isinstance(tags, (list, tuple)) or not tags or not all(isinstance(t, str) and t for t in tags):
                 raise ValueError(f"{where} tags must be a non-empty list of non-empty str")
+            for t in tags:
+                check_text(t, f"{where} tag")
             if kind == "Margin" and len(tags) != 3:
                 raise ValueError(f"{where}: a Margin chart takes exactly [value, lower, upper] tags, got {len(tags)}")
             if kind == "Multiline":
@@ -296,6 +390,9 @@ def check_layout(layout: Any) -> dict[str, dict[str, list[Any]]]:
 # -- embeddings ---------------------------------------------------------------------
 
 MAX_SPRITE_PX = 8192  # TensorBoard's projector refuses larger sprites (MAX_SPRITE_IMAGE_SIZE_PX)
+# What the projector's metadata.tsv turns into a space (projector._ROW_BREAKERS): a tab
+# or a line break in a column name would split the header row.
+_ROW_BREAKERS = {ord(c): " " for c in "\t\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
 
 
 def check_labels(labels: list[Any] | tuple[Any, ...], n: int, header: Any) -> tuple[list[Any], list[str] | None]:
@@ -325,6 +422,12 @@ def check_labels(labels: list[Any] | tuple[Any, ...], n: int, header: Any) -> tu
             raise TypeError("metadata_header must be a list of str")
         if len(header) != len(rows[0]):
             raise ValueError(f"metadata_header has {len(header)} names for {len(rows[0])} label columns")
+        # As metadata.tsv will show them: breakers become spaces, and TensorBoard's
+        # String.trim() also drops U+FEFF.
+        shown = [h.translate(_ROW_BREAKERS) for h in header]
+        if any(not h.replace("\ufeff", "").strip() for h in shown) or len(set(shown)) != len(shown):
+            raise ValueError("metadata_header names must be non-blank and distinct (tabs and line breaks "
+                             f"count as spaces), got {header!r}")  # fmt: skip
         header = list(header)
     return rows, header
 
@@ -335,6 +438,32 @@ def _label_str(x: Any) -> str:
     if isinstance(x, bytes):
         x = x.decode("utf-8", "replace")
     return str(x)
+
+
+def check_embedding_tag(tag: str, name: str = "tag") -> str:
+    """The tag becomes one directory name once '%', '/' and '\\' are escaped (projector.tag_dir_name)."""
+    escaped = tag.replace("%", "%25").replace("/", "%2F").replace("\\", "%5C")
+    n = len(escaped.encode("utf-8"))
+    if n > MAX_NAME_PART_BYTES:
+        raise ValueError(f"{name} of an embedding becomes a directory name: at most {MAX_NAME_PART_BYTES} bytes "
+                         f"of UTF-8 once '%', '/' and '\\' are escaped as %XX, got {n}")  # fmt: skip
+    return tag
+
+
+def check_embedding_matrix(arr: np.ndarray[Any, Any], name: str = "embedding") -> None:
+    """Finite as float32 (what TensorBoard reads): the projector cannot place NaN/Inf points."""
+    if arr.dtype.kind == "f":
+        with np.errstate(over="ignore"):
+            finite = np.isfinite(arr.astype(np.float32, copy=False))
+        if not finite.all():
+            raise ValueError(f"{name} must hold finite values within float32's range, "
+                             f"got {int(finite.size - np.count_nonzero(finite))} NaN/Inf or larger")  # fmt: skip
+
+
+def check_pr_weights(arr: np.ndarray[Any, Any], name: str = "weights") -> None:
+    """Finite and >= 0: one NaN weight makes every count NaN, a negative one a negative count."""
+    if arr.size and not (np.all(np.isfinite(arr)) and np.all(arr >= 0)):
+        raise ValueError(f"{name} must be finite and >= 0")
 
 
 def check_sprite(shape: tuple[int, ...]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from types import TracebackType
@@ -40,8 +41,9 @@ class SidecarWriter:
         Most items logged but not yet written by the sidecar.  When reached,
         ``on_full`` decides.  Bounds memory, with ``slab_mb``.
     flush_secs : float, default 120
-        The sidecar writes buffered events to the file at least this often.
-        ``flush()`` and ``close()`` write at once.
+        How often the sidecar fsyncs its files.  Events reach the file (the kernel:
+        visible to TensorBoard, safe if a process dies) as soon as the sidecar has
+        them; fsync guards against a machine crash.  ``close()`` fsyncs too.
     filename_suffix : str, default ''
         Appended to every event file name.
     slab_mb : float, default 64
@@ -60,6 +62,19 @@ class SidecarWriter:
         Scheduling niceness added to the sidecar, so training wins the CPU.
     cpu_affinity : sequence of int or None
         CPUs the sidecar is pinned to.
+    on_error : {'raise', 'restart'}, default 'raise'
+        When the sidecar dies (crash, kill, I/O error): ``'raise'`` makes the next
+        ``add_*``, ``flush()`` or ``close()`` raise :class:`~mxsidecar.SidecarError`
+        with its traceback or signal; ``'restart'`` starts a new sidecar on a new
+        event file and goes on, counting what was lost (``stats()['lost']``), up to
+        ``max_restarts`` times, then raises.
+    max_restarts : int, default 3
+        Restarts allowed under ``on_error='restart'``.
+    stats_secs : float or None
+        If set, the writer's own counters are logged every ``stats_secs`` seconds as
+        scalars ``mxsidecar/<name>`` (queued, in_flight, dropped, rejected, lost,
+        blocked_seconds, arena_used_mb, sidecar_cpu_seconds, sidecar_rss_mb), at step =
+        seconds since the writer started, by a background thread.
     verbose : bool, default False
         Print one line with the counts of written and dropped items at close.
 
@@ -81,6 +96,9 @@ class SidecarWriter:
         purge_step: int | None = None,
         nice: int = 10,
         cpu_affinity: list[int] | tuple[int, ...] | None = None,
+        on_error: str = "raise",
+        max_restarts: int = 3,
+        stats_secs: float | None = None,
         verbose: bool = False,
     ) -> None:
         self._logdir = v.check_logdir(logdir)
@@ -90,12 +108,16 @@ class SidecarWriter:
         block_timeout = v.check_positive(block_timeout, "block_timeout", allow_none=True)
         if on_full not in ON_FULL:
             raise ValueError(f"on_full must be one of {ON_FULL}, got {on_full!r}")
+        if on_error not in ("raise", "restart"):
+            raise ValueError(f"on_error must be 'raise' or 'restart', got {on_error!r}")
+        if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
+            raise ValueError(f"max_restarts must be an int >= 0, got {max_restarts!r}")
         if filename_suffix is None:
             filename_suffix = ""
         if not isinstance(filename_suffix, str):
             raise TypeError(f"filename_suffix must be a str, got {type(filename_suffix).__name__}")
-        if "/" in filename_suffix or "\0" in filename_suffix:
-            raise ValueError(f"filename_suffix must not contain '/' or NUL, got {filename_suffix!r}")
+        if "/" in filename_suffix or "\0" in filename_suffix or len(filename_suffix.encode()) > 100:
+            raise ValueError(f"filename_suffix must be at most 100 bytes, without '/' or NUL, got {filename_suffix!r}")
         if isinstance(nice, bool) or not isinstance(nice, int) or not 0 <= nice <= 19:
             raise ValueError(f"nice must be an int from 0 to 19, got {nice!r}")
         cpus: tuple[int, ...] = ()
@@ -106,9 +128,11 @@ class SidecarWriter:
                 raise TypeError(f"cpu_affinity must be a sequence of CPU ids (ints >= 0), got {cpu_affinity!r}")
             cpus = tuple(cpu_affinity)
         purge = None if purge_step is None else v.check_step(purge_step, "purge_step")
+        stats_secs = v.check_positive(stats_secs, "stats_secs", allow_none=True)
         self._verbose = bool(verbose)
         self._start_time = _now()
         self._tags: set[str] = set()  # tags already validated: the fast path is a set lookup
+        self._runs: set[str] = set()  # run directories already checked
         self._config: dict[str, Any] = {
             "max_queue": max_queue,
             "slab_bytes": int(slab_mb * 2**20),
@@ -118,6 +142,8 @@ class SidecarWriter:
             "filename_suffix": filename_suffix,
             "nice": nice,
             "cpus": cpus,
+            "on_error": on_error,
+            "max_restarts": max_restarts,
         }
         self._exported_from: dict[str, int] = {}  # event file -> bytes already exported or cleared
         self._files_seen: set[str] = set()
@@ -125,6 +151,36 @@ class SidecarWriter:
         self._pipe = Pipeline(self._logdir, **self._config)
         if purge is not None:
             self._pipe.submit(Kind.SESSION_START, "", purge, _now())
+        if stats_secs is not None:
+            threading.Thread(target=self._log_stats, args=(stats_secs,), name="mxsidecar-stats", daemon=True).start()
+
+    def _log_stats(self, every: float) -> None:
+        """The stats_secs thread: stops with the writer (or its first error)."""
+        pipe = self._pipe
+        stop = threading.Event()
+        while not stop.wait(every):
+            if pipe.closed or pipe is not self._pipe:
+                return
+            try:
+                s = pipe.stats()
+                side = s["sidecar"] or {}
+                values = {
+                    "queued": s["queued"],
+                    "in_flight": s["in_flight"],
+                    "dropped": sum(s["dropped"].values()),
+                    "rejected": s["rejected"],
+                    "lost": s["lost"],
+                    "blocked_seconds": s["blocked_seconds"],
+                    "arena_used_mb": s["arena_used_bytes"] / 2**20,
+                    "sidecar_cpu_seconds": side.get("cpu_seconds", 0.0),
+                    "sidecar_rss_mb": side.get("rss_bytes", 0) / 2**20,
+                }
+                now = _now()
+                step = int(now - self._start_time)
+                for name, x in values.items():
+                    pipe.submit(Kind.SCALAR, f"mxsidecar/{name}", step, now, number=float(x))
+            except Exception:
+                return  # closed or failed: the error reaches the user through their own calls
 
     # -- helpers -------------------------------------------------------------
     def _tag(self, tag: Any, name: str = "tag") -> str:
@@ -237,6 +293,10 @@ class SidecarWriter:
             (f"{main_tag}/{v.check_run_name(k, 'tag_scalar_dict key')}", v.check_number(x, f"tag_scalar_dict[{k!r}]"))
             for k, x in tag_scalar_dict.items()
         ]  # every key and value checked before the first is enqueued
+        for run, _ in items:
+            if run not in self._runs:  # one stat per new run, not per call
+                v.check_run_path(self._logdir, run, "main_tag/tag_scalar_dict key")
+                self._runs.add(run)
         for run, number in items:
             self._pipe.submit(Kind.SCALAR, main_tag, step, wall, run=run, number=number)
 
@@ -269,7 +329,9 @@ class SidecarWriter:
         """
         tag, step, wall = self._common(tag, global_step, walltime)
         options = {"bins": v.check_bins(bins)}
-        part, _ = self._part("values", values)
+        part, arr = self._part("values", values)
+        if arr is not None:
+            v.check_histogram_values(arr)
         self._pipe.submit_array(Kind.HISTOGRAM, tag, step, wall, [part], options=options)
 
     # -- images, video, audio -------------------------------------------------
@@ -342,7 +404,7 @@ class SidecarWriter:
 
         arrays = []
         for f in figures:
-            canvas = FigureCanvasAgg(f)
+            canvas: Any = FigureCanvasAgg(f)  # matplotlib is untyped, and optional
             canvas.draw()
             arrays.append(np.asarray(canvas.buffer_rgba()).copy())
         if close:
@@ -376,11 +438,12 @@ class SidecarWriter:
             Frames per second.
         """
         tag, step, wall = self._common(tag, global_step, walltime)
-        fps = v.check_positive(fps, "fps")
+        fps = v.check_fps(fps)
         part, arr = self._part("vid_tensor", vid_tensor, dtypes=v.check_image_dtype)
         if len(part.shape) != 5:
             raise ValueError(f"vid_tensor must be (N, T, C, H, W), got shape {part.shape}")
         v.check_dataformats("NCHW", (part.shape[0], *part.shape[2:]), "vid_tensor")
+        v.check_video_size(part.shape)
         if arr is not None:
             v.check_unit_range(arr, "vid_tensor", 0.0, 1.0)
         self._pipe.submit_array(Kind.VIDEO, tag, step, wall, [part], options={"fps": fps})
@@ -406,8 +469,7 @@ class SidecarWriter:
             As for :meth:`add_scalar`.
         """
         tag, step, wall = self._common(tag, global_step, walltime)
-        if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, np.integer)) or sample_rate <= 0:
-            raise ValueError(f"sample_rate must be an int > 0, got {sample_rate!r}")
+        sample_rate = v.check_sample_rate(sample_rate)
 
         def audio_dtype(dtype: str, name: str) -> None:
             if dtype not in ("float16", "float32", "float64", "int16"):
@@ -459,11 +521,14 @@ class SidecarWriter:
         tag, step, wall = self._common(tag, global_step, None)
         if tag in (".", ".."):
             raise ValueError(f"tag of an embedding becomes a directory name; {tag!r} would escape the logdir")
+        v.check_embedding_tag(tag)
         if tensor_format not in ("tsv", "bytes"):
             raise ValueError(f"tensor_format must be 'tsv' or 'bytes', got {tensor_format!r}")
-        mat, _ = self._part("mat", embedding)
+        mat, mat_arr = self._part("mat", embedding)
         if len(mat.shape) != 2:
             raise ValueError(f"embedding must be a matrix (N, D), got shape {mat.shape}")
+        if mat_arr is not None:
+            v.check_embedding_matrix(mat_arr)
         n = mat.shape[0]
         parts = [mat]
         text = ""
@@ -473,6 +538,8 @@ class SidecarWriter:
                 rows, header = v.check_labels(labels, n, metadata_header)
                 text = json.dumps(rows)
             else:
+                if metadata_header is not None:
+                    raise ValueError("metadata_header applies to labels given as rows (a list of lists)")
                 lab, _ = self._part("labels", labels)
                 if len(lab.shape) != 1 or lab.shape[0] != n:
                     raise ValueError(f"labels must hold {n} entries (one per embedding row), got shape {lab.shape}")
@@ -489,7 +556,7 @@ class SidecarWriter:
                 v.check_unit_range(arr, "images", 0.0, 1.0)
             parts.append(img)
         options = {"metadata_header": header, "tensor_format": tensor_format}
-        self._pipe.submit_array(Kind.EMBEDDING, tag, step, wall, parts, text=text, options=options)
+        self._pipe.submit_array(Kind.EMBEDDING, tag, step, wall, parts, text=text, options=options, named=True)
 
     def add_pr_curve(
         self,
@@ -529,8 +596,8 @@ class SidecarWriter:
             w, w_arr = self._part("weights", weights)
             sizes["weights"] = int(np.prod(w.shape))
             parts.append(w)
-            if w_arr is not None and not np.all(np.isfinite(w_arr)):
-                raise ValueError("weights must be finite")
+            if w_arr is not None:
+                v.check_pr_weights(w_arr)
         if len(set(sizes.values())) != 1:
             raise ValueError(f"labels, predictions and weights must have as many elements each, got {sizes}")
         if pred_arr is not None:
@@ -599,6 +666,8 @@ class SidecarWriter:
             v.check_tag(k, "metric_dict key"): v.check_number(x, f"metric_dict[{k!r}]") for k, x in metric_dict.items()
         }
         domains: dict[str, list[Any]] = {}
+        if hparam_domain_discrete is not None and not isinstance(hparam_domain_discrete, dict):
+            raise TypeError("hparam_domain_discrete must be a dict of hparam name to a list of values")
         for k, values in (hparam_domain_discrete or {}).items():
             if k not in hparams:
                 raise ValueError(f"hparam_domain_discrete names {k!r}, which is not in hparam_dict")

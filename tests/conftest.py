@@ -64,7 +64,9 @@ def no_leaks() -> Iterator[None]:
 
 
 def event_files(logdir: str) -> list[str]:
-    return sorted(glob.glob(os.path.join(logdir, "**", "*tfevents*"), recursive=True))
+    """Every event file under logdir, as TensorBoard finds them ('tfevents' in the name),
+    run directories starting with '.' included (glob's '**' would skip those)."""
+    return sorted(os.path.join(top, n) for top, _, files in os.walk(logdir) for n in files if "tfevents" in n)
 
 
 def read_events(path: str, strict: bool = True) -> list:

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import load_multiplexer
 
 pytestmark = pytest.mark.timeout(300)

@@ -241,3 +241,15 @@ def test_mxboard_script_runs_unchanged(tmp_path) -> None:
         exported = json.load(f)
     assert len(exported[os.path.join(logdir, "curves/sin")]) == len(xs)
     assert len(exported[os.path.join(logdir, "curves")]) == len(xs)
+
+
+def test_embedding_with_labels_only_and_tsv_or_bytes(tmp_path) -> None:
+    """One part (no images): the sidecar still gets the matrix by name."""
+    logdir = str(tmp_path)
+    mat = np.arange(15, dtype=np.float32).reshape(5, 3)
+    with SidecarWriter(logdir) as sw:
+        sw.add_embedding("a", mat, labels=list("abcde"))
+        sw.add_embedding("b", mat, global_step=1, tensor_format="bytes")
+        sw.flush()
+        assert sw.stats()["rejected"] == 0
+    assert os.path.exists(os.path.join(logdir, "00000", "a", "metadata.tsv"))

@@ -124,19 +124,15 @@ def test_killed_sidecar_reported_at_close(tmp_path) -> None:
     assert gone(sw)
 
 
-def test_sidecar_traceback_reaches_the_trainer(tmp_path) -> None:
+def test_run_directory_blocked_by_a_file_is_refused_in_the_caller(tmp_path) -> None:
     logdir = tmp_path / "run"
-    sw = SidecarWriter(str(logdir))
-    sw.flush()
-    # Make the sidecar fail for real: a run directory it must create is a file.
-    (logdir / "grp").mkdir()
-    (logdir / "grp" / "a").write_text("in the way")
-    sw.add_scalars("grp", {"a": 1.0})
-    with pytest.raises(SidecarError) as info:
-        sw.flush(timeout=30)
-    assert "exited with status 1" in str(info.value)
-    assert "FileExistsError" in str(info.value.__cause__) or "NotADirectoryError" in str(info.value.__cause__)
-    sw.close()
+    with SidecarWriter(str(logdir)) as sw:
+        (logdir / "grp").mkdir()
+        (logdir / "grp" / "a").write_text("in the way")
+        with pytest.raises(ValueError, match="a file of that name exists"):
+            sw.add_scalars("grp", {"a": 1.0})
+        sw.add_scalars("grp", {"b": 1.0})
+        assert sw._pipe._seq >= 1
 
 
 def test_sidecar_survives_sigint_to_the_group(tmp_path) -> None:
@@ -169,3 +165,36 @@ def test_completion_thread_failure_is_an_error_not_a_hang(tmp_path, monkeypatch)
     assert "injected packing failure" in repr(info.value.__cause__)
     sw.close()
     assert summary_steps(str(tmp_path)) == [1]
+
+
+def test_stats_logged_as_scalars(tmp_path) -> None:
+    from conftest import load_multiplexer
+
+    with SidecarWriter(str(tmp_path), stats_secs=0.2) as sw:
+        sw.add_scalar("x", 1.0, 0)
+        assert wait_until(lambda: sw.stats()["logged_seq"] > 20, 20)
+        stats = sw.stats()
+    assert {"queued", "in_flight", "dropped", "rejected", "lost", "restarts", "last_error"} <= set(stats)
+    assert stats["sidecar"]["cpu_seconds"] > 0 and stats["sidecar"]["rss_bytes"] > 0
+    tags = load_multiplexer(str(tmp_path)).PluginRunToTagToContent("scalars")["."]
+    assert {"mxsidecar/queued", "mxsidecar/dropped", "mxsidecar/sidecar_rss_mb", "mxsidecar/lost"} <= set(tags)
+
+
+def test_warnings_as_errors_do_not_kill_the_writer(tmp_path) -> None:
+    """Under -W error our notices (raised in a background thread) must not look like a dead sidecar."""
+    script = textwrap.dedent(
+        f"""
+        import numpy as np
+        from mxsidecar import SidecarWriter
+        with SidecarWriter({str(tmp_path)!r}) as sw:
+            sw.add_histogram("h", np.array([1.0, np.nan]), 0)
+            sw.flush()
+            sw.add_scalar("x", 1.0, 1)
+            sw.flush()
+            assert sw.stats()["last_error"] is None
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-W", "error", "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok" and "NaN/Inf" in out.stderr

@@ -129,10 +129,37 @@ def _rule_bins(x: np.ndarray[Any, Any], rule: str, lo: float, hi: float) -> int:
         from numpy.lib._histograms_impl import _hist_bin_selectors  # type: ignore[import-not-found]  # numpy >= 2
     except ImportError:
         from numpy.lib.histograms import _hist_bin_selectors  # type: ignore[attr-defined]
-    width = float(_hist_bin_selectors[rule](x, (lo, hi)))
+    with np.errstate(all="ignore"):
+        width = float(_hist_bin_selectors[rule](x, (lo, hi)))
     if not width > 0 or not math.isfinite(width):
         return 1
-    return int(min(MAX_BINS, max(1, math.ceil((hi - lo) / width))))
+    n = hi / width - lo / width  # not (hi - lo) / width: that difference can overflow
+    return int(min(MAX_BINS, max(1, math.ceil(n)))) if math.isfinite(n) else MAX_BINS
+
+
+def _equal_width(
+    x: np.ndarray[Any, Any], bins: int, lo: float, hi: float
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Counts and right edges of ``bins`` equal buckets over [lo, hi].
+
+    np.histogram's fast path divides by ``hi - lo``, which overflows for a range
+    spanning most of float64 and underflows for a subnormal one (it then raises
+    IndexError); such ranges get explicit edges built without the subtraction.
+    """
+    if hi <= lo:
+        lo, hi = lo - 0.5, hi + 0.5
+    span = hi - lo
+    if math.isfinite(span) and span > np.finfo(np.float64).tiny * bins:
+        with np.errstate(all="ignore"):
+            counts, edges = np.histogram(x, bins=bins, range=(lo, hi))
+        return counts, edges[1:].astype(np.float64)
+    t = np.arange(bins + 1, dtype=np.float64) / bins
+    edges = np.unique(lo * (1 - t) + hi * t)  # each term within range: no overflow
+    edges[0], edges[-1] = lo, hi
+    if edges.size < 2:  # a range too narrow to split: one bucket
+        edges = np.array([lo, hi])
+    counts = np.histogram(x.astype(np.float64), bins=edges)[0]
+    return counts, edges[1:]
 
 
 def histogram_pb(values: np.ndarray[Any, Any], bins: Any = "default") -> tuple[histogram_pb2.HistogramProto, int]:
@@ -160,8 +187,9 @@ def histogram_pb(values: np.ndarray[Any, Any], bins: Any = "default") -> tuple[h
     for i in range(0, x.size, CHUNK):
         c = x[i : i + CHUNK]
         c64 = c.astype(np.float64)
-        total += float(c64.sum())
-        total_sq += float(c64 @ c64)
+        with np.errstate(over="ignore"):  # squares past 1e154 are inf: so is the true sum
+            total += float(c64.sum())
+            total_sq += float(c64 @ c64)
         if counts is not None:
             counts += np.bincount(tf_bucket_index(c), minlength=len(counts))
 
@@ -171,15 +199,16 @@ def histogram_pb(values: np.ndarray[Any, Any], bins: Any = "default") -> tuple[h
         if isinstance(bins, str):
             bins = _rule_bins(x, bins, lo, hi)
         if isinstance(bins, int):
-            counts, edges = np.histogram(x, bins=bins, range=(lo, hi) if hi > lo else (lo - 0.5, hi + 0.5))
-            limits = edges[1:].astype(np.float64)
+            counts, limits = _equal_width(x, bins, lo, hi)
         else:
             edges = np.asarray(bins, dtype=np.float64)
             inner = np.histogram(x, bins=edges)[0]
             # Values outside the edges are not dropped: they get a bucket of their own
             # on each side, so num, min and max still describe every finite value.
-            below = int(np.count_nonzero(x < edges[0]))
-            above = int(np.count_nonzero(x > edges[-1]))
+            # Compared as float64 arrays (as np.histogram does): against a Python float,
+            # numpy 1.x would round the edge to float32 data's own precision first.
+            below = int(np.count_nonzero(x < edges[:1]))
+            above = int(np.count_nonzero(x > edges[-1:]))
             counts = np.concatenate([[below], inner, [above]])
             limits = np.concatenate([edges, [max(hi, edges[-1])]])
     bucket_limit, bucket = _collapse(limits, counts)

@@ -63,7 +63,10 @@ def frame_duration_ms(fps: Any) -> int:
     rate = float(fps) if isinstance(fps, numbers.Real) and not isinstance(fps, bool) else math.nan
     if not (math.isfinite(rate) and rate > 0):
         raise ValueError(f"fps must be a positive finite number, got {fps!r}")
-    return int(min(MAX_FRAME_MS, max(MIN_FRAME_MS, 10 * round(100.0 / rate))))
+    centis = 100.0 / rate
+    if not math.isfinite(centis):  # a subnormal fps
+        return MAX_FRAME_MS
+    return int(min(MAX_FRAME_MS, max(MIN_FRAME_MS, 10 * round(centis))))
 
 
 def video_frames(data: np.ndarray[Any, Any]) -> list[np.ndarray[Any, Any]]:
@@ -86,10 +89,13 @@ def gif_bytes(frames: list[np.ndarray[Any, Any]], duration_ms: int) -> bytes:
     if not frames:
         raise ValueError("a video needs at least one frame")
     images = [pil_image(f) for f in frames]
+    # Pillow merges runs of identical frames and sums their delays, which must still fit
+    # GIF's u16 centiseconds: cap the delay so even a clip of one repeated frame fits.
+    duration_ms = max(MIN_FRAME_MS, min(duration_ms, MAX_FRAME_MS // len(images) // 10 * 10))
     buf = io.BytesIO()
     try:
         images[0].save(buf, format="GIF", save_all=True, append_images=images[1:], duration=duration_ms, loop=0)
-    except struct.error as exc:
+    except (struct.error, OverflowError) as exc:
         # A u16 overflowed: a grid wider than 65535 px, or a run of identical frames whose
         # merged delay exceeds 655 s.  The clip is refused, not the sidecar brought down.
         raise ValueError(f"video cannot be written as a GIF ({exc})") from exc
