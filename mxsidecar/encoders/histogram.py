@@ -73,7 +73,36 @@ def _work_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
     return np.dtype(np.float64)  # ints and bools
 
 
+_LIMIT_CACHE: dict[Any, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = {}
+
+
+def _limits_pair(dtype: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """TF_LIMITS rounded to ``dtype`` (what values are compared with), and the same as
+    float64 with DBL_MAX appended (what is reported): built once per dtype, since a
+    training step logs many small histograms and this was a fixed cost of each."""
+    pair = _LIMIT_CACHE.get(dtype)
+    if pair is None:
+        rounded = TF_LIMITS.astype(dtype)
+        pair = (rounded, np.append(rounded.astype(np.float64), DBL_MAX))
+        _LIMIT_CACHE[dtype] = pair
+    return pair
+
+
+def _limits(dtype: Any) -> np.ndarray[Any, Any]:
+    return _limits_pair(dtype)[0]
+
+
+def _reported_limits(dtype: Any) -> np.ndarray[Any, Any]:
+    return _limits_pair(dtype)[1]
+
+
 def tf_bucket_index(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``searchsorted(TF_LIMITS, x, side='right')`` for finite ``x`` (see _tf_bucket_index)."""
+    with np.errstate(all="ignore"):
+        return _tf_bucket_index(x)
+
+
+def _tf_bucket_index(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """``searchsorted(TF_LIMITS, x, side='right')`` for finite ``x``, without the search.
 
     With ``n = #{p_j <= |x|} = floor(log(|x| / 1e-12) / log 1.1) + 1`` (clamped to
@@ -83,15 +112,16 @@ def tf_bucket_index(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     Values whose log lands within ``_EDGE_SLACK`` of an integer may sit on either side
     of a limit after rounding; those few are placed by an exact search.
     """
+    # The caller silences floating-point warnings: |x| near 1e38 overflows to inf and
+    # 0 gives log(0) = -inf, both clamped below.
     t = x.dtype.type
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # |x| near 1e38 overflows to inf: clamped below
-        k = np.abs(x)
-        k *= t(1e12)
-        np.log(k, out=k)
-        k *= t(1.0 / _LOG_GROWTH)
-        n = np.floor(k)
-        k -= n  # fractional part; NaN where x == 0 (-inf - -inf), never "unsure"
-        unsure = np.flatnonzero((k < _EDGE_SLACK) | (k > 1 - _EDGE_SLACK))
+    k = np.abs(x)
+    k *= t(1e12)
+    np.log(k, out=k)
+    k *= t(1.0 / _LOG_GROWTH)
+    n = np.floor(k)
+    k -= n  # fractional part; NaN where x == 0 (-inf - -inf), never "unsure"
+    unsure = np.flatnonzero((k < _EDGE_SLACK) | (k > 1 - _EDGE_SLACK))
     n += 1
     np.maximum(n, 0, out=n)  # |x| < 1e-12, and -inf for x == 0
     np.minimum(n, NPOS, out=n)
@@ -100,7 +130,7 @@ def tf_bucket_index(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     n += t(NPOS + 0.5)
     idx: np.ndarray[Any, Any] = n.astype(np.intp)
     if unsure.size:
-        idx[unsure] = np.searchsorted(TF_LIMITS.astype(x.dtype), x[unsure], side="right")
+        idx[unsure] = np.searchsorted(_limits(x.dtype), x[unsure], side="right")
     return idx
 
 
@@ -165,8 +195,15 @@ def _equal_width(
 def histogram_pb(values: np.ndarray[Any, Any], bins: Any = "default") -> tuple[histogram_pb2.HistogramProto, int]:
     """The HistogramProto of ``values`` (any shape, real dtype) and its non-finite count.
 
-    Raises ValueError when no value is finite (nothing to draw).
+    Raises ValueError when no value is finite (nothing to draw).  Floating-point
+    warnings are silenced once here (overflow to inf and log(0) are expected and
+    handled), not per pass: a training step logs many small histograms.
     """
+    with np.errstate(all="ignore"):
+        return _histogram_pb(values, bins)
+
+
+def _histogram_pb(values: np.ndarray[Any, Any], bins: Any) -> tuple[histogram_pb2.HistogramProto, int]:
     x = values.reshape(-1)
     x = x.astype(_work_dtype(x.dtype), copy=False)
     finite = np.isfinite(x)
@@ -187,14 +224,13 @@ def histogram_pb(values: np.ndarray[Any, Any], bins: Any = "default") -> tuple[h
     for i in range(0, x.size, CHUNK):
         c = x[i : i + CHUNK]
         c64 = c.astype(np.float64)
-        with np.errstate(over="ignore"):  # squares past 1e154 are inf: so is the true sum
-            total += float(c64.sum())
-            total_sq += float(c64 @ c64)
+        total += float(c64.sum())
+        total_sq += float(c64 @ c64)  # squares past 1e154 are inf: so is the true sum
         if counts is not None:
-            counts += np.bincount(tf_bucket_index(c), minlength=len(counts))
+            counts += np.bincount(_tf_bucket_index(c), minlength=len(counts))
 
     if counts is not None:
-        limits = np.append(TF_LIMITS.astype(x.dtype).astype(np.float64), DBL_MAX)
+        limits = _reported_limits(x.dtype)
     else:
         if isinstance(bins, str):
             bins = _rule_bins(x, bins, lo, hi)
