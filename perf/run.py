@@ -3,7 +3,8 @@
     python perf/run.py [--quick] [--out perf/results]
 
 Prints one JSON line per measurement (see perf/README.md for what each means) and
-writes ``results.jsonl`` and a Markdown table, ``results.md``, to ``--out``.
+writes ``results.jsonl``, Markdown tables (``results.md``) and a plot of the step-time
+overhead per writer and profile (``steptime_overhead.png``) to ``--out``.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]  # the benchmarks, and this checkout of mxsidecar
 
+import bench_backpressure  # noqa: E402
 import bench_capture  # noqa: E402
 import bench_kinds  # noqa: E402
 import bench_scalar  # noqa: E402
+import bench_steptime  # noqa: E402
 from common import emit, timer_overhead_ns  # noqa: E402
 
 
@@ -67,13 +70,22 @@ def main() -> None:
     records += bench_capture.run(n=50 if args.quick else 300, repeats=repeats)
     records += bench_kinds.sidecar_histogram(repeats=5 if args.quick else 15)
     records += bench_kinds.run(n=10 if args.quick else 30, repeats=repeats)
+    pressure = bench_backpressure.run(quick=args.quick)
+    records += pressure
+    steptime = bench_steptime.run(quick=args.quick)
+    records += steptime
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.jsonl"), "w") as f:
         for r in records:
             f.write(json.dumps(r, sort_keys=True) + "\n")
+    table = markdown(records) + "\n" + bench_backpressure.sweep_markdown(pressure)
+    table += "\n" + bench_steptime.markdown(steptime)
+    plot = bench_steptime.plot(steptime, os.path.join(args.out, "steptime_overhead.png"))
+    if plot:
+        table += f"\n![step-time overhead per writer and profile]({os.path.basename(plot)})\n"
     with open(os.path.join(args.out, "results.md"), "w") as f:
-        f.write(markdown(records))
-    print(markdown(records))
+        f.write(table)
+    print(table)
 
 
 if __name__ == "__main__":

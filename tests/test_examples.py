@@ -39,3 +39,15 @@ def test_train_gluon_quick(tmp_path) -> None:
         assert any(t.endswith(tag) or t == tag for t in tags), (plugin, tag, sorted(tags)[:10])
     assert mux.Graph(".") is not None
     assert os.path.exists(os.path.join(run, "projector_config.pbtxt"))
+
+
+def test_tuning_backpressure_quick() -> None:
+    """The tuning example prints its table of settings and their costs."""
+    out = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", "tuning_backpressure.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "on_full" in out.stdout and "blocked" in out.stdout
