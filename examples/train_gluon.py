@@ -19,28 +19,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from a checkout too
 
+from _common import build_net, make_data, print_tensorboard_hint
+
 from mxsidecar import SidecarWriter
-
-
-def make_data(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    patterns = np.random.default_rng(0).random((10, 1, 8, 8)).astype(np.float32)
-    labels = rng.integers(0, 10, n)
-    images = patterns[labels] + 0.35 * rng.standard_normal((n, 1, 8, 8)).astype(np.float32)
-    return images.astype(np.float32), labels.astype(np.float32)
-
-
-def build_net():
-    from mxnet import gluon
-
-    net = gluon.nn.HybridSequential()
-    net.add(
-        gluon.nn.Conv2D(16, kernel_size=3, padding=1, activation="relu"),
-        gluon.nn.MaxPool2D(2),
-        gluon.nn.Flatten(),
-        gluon.nn.Dense(64, activation="relu"),
-        gluon.nn.Dense(10),
-    )
-    return net
 
 
 def main() -> None:
@@ -101,10 +82,7 @@ def main() -> None:
                          images=np.clip(x_val[:256], 0, 1), global_step=step)  # fmt: skip
         sw.add_hparams({"lr": 2e-3, "batch_size": args.batch_size, "optimizer": "adam"},
                        {"hparam/accuracy": float(acc.asscalar())}, global_step=step)  # fmt: skip
-    print(f"\nLogged to {os.path.abspath(run)}. To look at it:\n")
-    print("    pip install tensorboard")
-    print(f"    tensorboard --logdir {os.path.abspath(args.logdir)}\n")
-    print("and open http://localhost:6006")
+    print_tensorboard_hint(run, args.logdir)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from a checkout too
 
+from _common import print_tensorboard_hint
+
 from mxsidecar import SidecarWriter
 from mxsidecar.integrations import batch_end_callback, epoch_end_callback, eval_end_callback, monitor_to_writer
 
@@ -82,10 +84,7 @@ def main() -> None:
             monitor=monitor_to_writer(sw, interval=4, pattern=r"fc1_output|relu1_output|.*_weight_grad"),
         )
         sw.add_graph(mod.symbol, input_shapes={"data": (args.batch_size, 64)})
-    print(f"\nLogged to {os.path.abspath(run)}. To look at it:\n")
-    print("    pip install tensorboard")
-    print(f"    tensorboard --logdir {os.path.abspath(args.logdir)}\n")
-    print("and open http://localhost:6006")
+    print_tensorboard_hint(run, args.logdir)
 
 
 if __name__ == "__main__":
