@@ -113,6 +113,11 @@ class Supervisor:
         # The child must import this very copy of mxsidecar, even from a source tree
         # that is not installed (sys.path of a `-m` child starts at its cwd).
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
+        # The sidecar is one thread by design (invariant 9: training wins the CPU).  numpy's
+        # BLAS would otherwise start a thread per core for a histogram's sum of squares and
+        # spin them between calls: measured, half the sidecar's CPU in the heavy profile.
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = "1"
         try:
             # subprocess execs at once (no Python runs between fork and exec), so
             # MXNet's engine threads are never duplicated: invariant 3.
