@@ -349,21 +349,27 @@ def _with_base(cls: type, base_path: tuple[str, ...]) -> type:
     return derived
 
 
+class _DerivesFromMXNet:
+    """Instances are of ``cls`` combined with ``_MXNET_BASES``, made on first use."""
+
+    _MXNET_BASES: tuple[str, ...] = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        obj: Self = object.__new__(_with_base(cls, cls._MXNET_BASES))
+        return obj
+
+
 # -- the Monitor bridge ------------------------------------------------------------------------
 
 _STATS = ("histogram", "norm")
 
 
-class WriterMonitor:
+class WriterMonitor(_DerivesFromMXNet):
     """An ``mx.mon.Monitor`` (a subclass of it, once instantiated) that logs what it
     collects instead of printing it: see :func:`monitor_to_writer`.
     """
 
     _MXNET_BASES = ("mxnet.monitor.Monitor",)
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
-        obj: Self = object.__new__(_with_base(cls, cls._MXNET_BASES))
-        return obj
 
     def __init__(
         self,
@@ -551,7 +557,7 @@ def _strip_estimator_prefix(name: str) -> str:
     return _ESTIMATOR_NAME.sub("", str(name), count=1)
 
 
-class SidecarHandler:
+class SidecarHandler(_DerivesFromMXNet):
     """A Gluon Estimator event handler that logs training to a writer.
 
     An instance is also the Estimator's ``TrainBegin``, ``BatchEnd``, ``EpochEnd`` and
@@ -605,10 +611,6 @@ class SidecarHandler:
 
     # The Estimator rejects handlers with any attribute whose name contains "metric"
     # (utils._check_handler_metric_ref): none here does.
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
-        obj: Self = object.__new__(_with_base(cls, cls._MXNET_BASES))
-        return obj
 
     def __init__(
         self,
