@@ -70,6 +70,7 @@ class Pipeline:
         filename_suffix: str,
         nice: int,
         cpus: tuple[int, ...],
+        sched_idle: bool = True,
         on_error: str = "raise",
         max_restarts: int = 3,
     ) -> None:
@@ -99,7 +100,7 @@ class Pipeline:
         try:
             self.completion = CompletionThread(self._send, self._on_completion_failure)
             self._sidecar_args = (logdir, self.arena.name, flush_secs, filename_suffix)
-            self._sidecar_tuning = (nice, cpus)
+            self._sidecar_tuning = (nice, cpus, sched_idle)
             self.supervisor = self._start_sidecar()
         except BaseException:
             self.arena.close()
@@ -111,8 +112,8 @@ class Pipeline:
 
     def _start_sidecar(self) -> Supervisor:
         logdir, arena, flush_secs, suffix = self._sidecar_args
-        nice, cpus = self._sidecar_tuning
-        options = SidecarOptions(logdir, arena, flush_secs, suffix, next(_file_index), nice, cpus)
+        nice, cpus, sched_idle = self._sidecar_tuning
+        options = SidecarOptions(logdir, arena, flush_secs, suffix, next(_file_index), nice, cpus, sched_idle)
         return Supervisor(options, self._on_progress, self._on_notice, self._on_stats, self._on_exit)
 
     # -- the training thread's side -----------------------------------------

@@ -60,6 +60,13 @@ class SidecarWriter:
         >= ``purge_step`` written before this writer (a SessionLog START).
     nice : int, default 10
         Scheduling niceness added to the sidecar, so training wins the CPU.
+    sched_idle : bool, default True
+        On Linux, run the sidecar under the ``SCHED_IDLE`` policy: any thread of the
+        training process that wakes up preempts it at once, so it works in the gaps
+        and a training step barely feels it (where the policy is unavailable, ``nice``
+        alone applies).  While training keeps every core busy the sidecar's backlog
+        then grows and ``on_full`` decides; False gives it the plain share of its
+        ``nice``.  ``stats()['sidecar']['scheduling']`` says what is in effect.
     cpu_affinity : sequence of int or None
         CPUs the sidecar is pinned to.
     on_error : {'raise', 'restart'}, default 'raise'
@@ -95,6 +102,7 @@ class SidecarWriter:
         block_timeout: float | None = 60.0,
         purge_step: int | None = None,
         nice: int = 10,
+        sched_idle: bool = True,
         cpu_affinity: list[int] | tuple[int, ...] | None = None,
         on_error: str = "raise",
         max_restarts: int = 3,
@@ -120,6 +128,8 @@ class SidecarWriter:
             raise ValueError(f"filename_suffix must be at most 100 bytes, without '/' or NUL, got {filename_suffix!r}")
         if isinstance(nice, bool) or not isinstance(nice, int) or not 0 <= nice <= 19:
             raise ValueError(f"nice must be an int from 0 to 19, got {nice!r}")
+        if not isinstance(sched_idle, bool):
+            raise TypeError(f"sched_idle must be a bool, got {type(sched_idle).__name__}")
         cpus: tuple[int, ...] = ()
         if cpu_affinity is not None:
             if isinstance(cpu_affinity, (str, bytes)) or not all(
@@ -142,6 +152,7 @@ class SidecarWriter:
             "filename_suffix": filename_suffix,
             "nice": nice,
             "cpus": cpus,
+            "sched_idle": sched_idle,
             "on_error": on_error,
             "max_restarts": max_restarts,
         }
@@ -749,7 +760,7 @@ class SidecarWriter:
         ``dropped_by_tag``, ``rejected``, ``blocked_seconds``, ``arena_bytes``,
         ``arena_used_bytes``, ``sidecar_pid``, ``last_error``, and ``sidecar`` (its own
         counters: ``written`` per kind, ``bytes_written``, ``files``, ``cpu_seconds``,
-        ``rss_bytes``; None once it is gone).
+        ``rss_bytes``, ``scheduling`` (its policy, niceness and CPUs); None once it is gone).
         """
         return self._pipe.stats()
 

@@ -47,9 +47,9 @@ split by thread over the loop, and of the sidecar process
 
 ``--diagnose`` (standalone only) runs the heavy profile with mxsidecar variants that
 take its overhead apart (``VARIANTS``): no blocking (a queue and slab that hold the
-run), the training process's side alone (the sidecar suspended during the loop), the
-sidecar at nice 0, host values in the caller, and the sidecar with single-threaded
-OpenBLAS.
+run), the training process's side alone (the sidecar suspended during the loop), host
+values in the caller, the sidecar under the normal policy at nice 10, 0 and 19
+(``sched_idle=False``), and the sidecar pinned to one CPU.
 """
 
 from __future__ import annotations
@@ -59,8 +59,7 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,8 +90,8 @@ TARGET_PCT = {"heavy": 15.0, "typical": 3.0}  # mxsidecar's targets on the 2-cor
 WRITERS = ("none", "mxsidecar", "tensorboardX", "inline", "mxboard")
 SLOW_WRITERS = ("tensorboardX", "mxboard")
 # --diagnose: where mxsidecar's heavy-profile overhead goes (see the module docstring)
-DIAGNOSE = ("none", "mxsidecar", "mxsidecar:roomy", "mxsidecar:paused", "mxsidecar:nice0", "mxsidecar:numpy")
-DIAGNOSE += ("mxsidecar:blas1",)
+DIAGNOSE = ("none", "mxsidecar", "mxsidecar:roomy", "mxsidecar:paused", "mxsidecar:numpy")
+DIAGNOSE += ("mxsidecar:nice10", "mxsidecar:nice0", "mxsidecar:nice19", "mxsidecar:pin1")
 ROOMY = {"max_queue": 1 << 20, "slab_mb": 256}  # never blocks within a run (heavy: 1.8 MB a step)
 
 
@@ -186,11 +185,10 @@ def _open_writer(kind: str, logdir: str) -> Any:
 
         if variant in ("roomy", "paused"):
             return SidecarWriter(logdir, **ROOMY)
-        if variant == "nice0":
-            return SidecarWriter(logdir, nice=0)
-        if variant == "blas1":
-            with _env(OPENBLAS_NUM_THREADS="1"):  # the sidecar inherits it at start
-                return SidecarWriter(logdir)
+        if variant.startswith("nice"):
+            return SidecarWriter(logdir, nice=int(variant[4:]), sched_idle=False)
+        if variant == "pin1":
+            return SidecarWriter(logdir, cpu_affinity=[1])
         return SidecarWriter(logdir)
     if kind == "tensorboardX":
         from tensorboardX import SummaryWriter
@@ -205,21 +203,6 @@ def _open_writer(kind: str, logdir: str) -> Any:
 
         return MxboardWriter(logdir)
     raise ValueError(kind)
-
-
-@contextmanager
-def _env(**values: str) -> Iterator[None]:
-    """Environment variables set while a writer (so its sidecar) is created."""
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _prefault(w: Any) -> float | None:
@@ -465,9 +448,11 @@ def run(
 VARIANTS = {
     "mxsidecar:roomy": f"max_queue={ROOMY['max_queue']}, slab_mb={ROOMY['slab_mb']}: never blocks within a run",
     "mxsidecar:paused": "roomy, and the sidecar suspended (SIGSTOP) during the loop: the trainer's side alone",
-    "mxsidecar:nice0": "the sidecar at nice 0 instead of 10",
     "mxsidecar:numpy": "asnumpy()/asscalar() in the caller, then mxsidecar's memcpy path",
-    "mxsidecar:blas1": "defaults, the sidecar started with OPENBLAS_NUM_THREADS=1 (numpy's dot single-threaded)",
+    "mxsidecar:nice10": "sched_idle=False: nice 10 under the normal policy (the default before SCHED_IDLE)",
+    "mxsidecar:nice0": "sched_idle=False, nice=0: the sidecar competes as an equal",
+    "mxsidecar:nice19": "sched_idle=False, nice=19",
+    "mxsidecar:pin1": "defaults, and the sidecar pinned to CPU 1",
 }
 
 

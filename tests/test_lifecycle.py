@@ -198,3 +198,26 @@ def test_warnings_as_errors_do_not_kill_the_writer(tmp_path) -> None:
     out = subprocess.run([sys.executable, "-W", "error", "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok" and "NaN/Inf" in out.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux-only")
+def test_sidecar_yields_the_cpu_to_training(tmp_path) -> None:
+    """Invariant 9, checked on the live process: SCHED_IDLE and nice by default,
+    affinity when asked, the plain policy when sched_idle=False; stats() says which."""
+    import psutil
+
+    base_nice = os.getpriority(os.PRIO_PROCESS, 0)
+    with SidecarWriter(str(tmp_path / "a")) as w:
+        s = w.stats()
+        pid = s["sidecar_pid"]
+        assert os.sched_getscheduler(pid) == os.SCHED_IDLE
+        assert psutil.Process(pid).nice() == min(19, base_nice + 10)
+        assert s["sidecar"]["scheduling"] == f"idle, nice {min(19, base_nice + 10)}"
+    cpu = sorted(psutil.Process().cpu_affinity())[-1]
+    with SidecarWriter(str(tmp_path / "b"), sched_idle=False, nice=3, cpu_affinity=[cpu]) as w:
+        s = w.stats()
+        pid = s["sidecar_pid"]
+        assert os.sched_getscheduler(pid) == os.SCHED_OTHER
+        assert psutil.Process(pid).nice() == min(19, base_nice + 3)
+        assert psutil.Process(pid).cpu_affinity() == [cpu]
+        assert s["sidecar"]["scheduling"] == f"normal, nice {min(19, base_nice + 3)}, cpus {cpu}"

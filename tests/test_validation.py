@@ -129,6 +129,7 @@ def test_logdir_that_is_a_file(tmp_path) -> None:
         ({"purge_step": -3}, ValueError, "purge_step"),
         ({"nice": 40}, ValueError, "nice"),
         ({"cpu_affinity": "0"}, TypeError, "cpu_affinity"),
+        ({"sched_idle": 1}, TypeError, "sched_idle"),
     ],
 )
 def test_bad_constructor_arguments(tmp_path, kwargs, exc, name) -> None:
