@@ -201,6 +201,15 @@ class SidecarWriter:
         self._tags.add(tag)
         return str(tag)
 
+    def _image_part(self, name: str, value: Any) -> Part:
+        """An image-like argument (an image, a video, sprite thumbnails): an image dtype
+        and, for numpy input, float values within [0, 1]; an NDArray's values are the
+        sidecar's to check (invariant 5)."""
+        part, arr = self._part(name, value, dtypes=v.check_image_dtype)
+        if arr is not None:
+            v.check_unit_range(arr, name, 0.0, 1.0)
+        return part
+
     def _part(
         self, name: str, value: Any, *, min_size: int = 1, max_size: int | None = None, dtypes: Any = None
     ) -> tuple[Part, np.ndarray[Any, Any] | None]:
@@ -371,10 +380,8 @@ class SidecarWriter:
             The layout of ``image``; None takes mxboard's by rank: HW, CHW, NCHW.
         """
         tag, step, wall = self._common(tag, global_step, walltime)
-        part, arr = self._part("image", image, dtypes=v.check_image_dtype)
+        part = self._image_part("image", image)
         fmt = v.check_dataformats(dataformats, part.shape)
-        if arr is not None:
-            v.check_unit_range(arr, "image", 0.0, 1.0)
         self._pipe.submit_array(Kind.IMAGE, tag, step, wall, [part], options={"dataformats": fmt})
 
     def add_images(
@@ -450,13 +457,11 @@ class SidecarWriter:
         """
         tag, step, wall = self._common(tag, global_step, walltime)
         fps = v.check_fps(fps)
-        part, arr = self._part("vid_tensor", vid_tensor, dtypes=v.check_image_dtype)
+        part = self._image_part("vid_tensor", vid_tensor)
         if len(part.shape) != 5:
             raise ValueError(f"vid_tensor must be (N, T, C, H, W), got shape {part.shape}")
         v.check_dataformats("NCHW", (part.shape[0], *part.shape[2:]), "vid_tensor")
         v.check_video_size(part.shape)
-        if arr is not None:
-            v.check_unit_range(arr, "vid_tensor", 0.0, 1.0)
         self._pipe.submit_array(Kind.VIDEO, tag, step, wall, [part], options={"fps": fps})
 
     def add_audio(
@@ -558,13 +563,11 @@ class SidecarWriter:
         elif metadata_header is not None:
             raise ValueError("metadata_header is given but labels are not")
         if images is not None:
-            img, arr = self._part("images", images, dtypes=v.check_image_dtype)
+            img = self._image_part("images", images)
             v.check_dataformats("NCHW", img.shape, "images")
             if img.shape[0] != n:
                 raise ValueError(f"images must hold {n} thumbnails (one per embedding row), got {img.shape[0]}")
             v.check_sprite(img.shape)
-            if arr is not None:
-                v.check_unit_range(arr, "images", 0.0, 1.0)
             parts.append(img)
         options = {"metadata_header": header, "tensor_format": tensor_format}
         self._pipe.submit_array(Kind.EMBEDDING, tag, step, wall, parts, text=text, options=options, named=True)

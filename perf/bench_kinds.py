@@ -1,10 +1,16 @@
-"""Caller cost of every array kind on an NDArray, beside tensorboardX in the same run,
-and the sidecar's own time for a 1M-value histogram beside numpy's.
+"""Caller cost of every array kind on an NDArray, and of text, beside tensorboardX, the
+inline writer and mxboard in the same run; and the sidecar's own time for a 1M-value
+histogram beside numpy's.
 
-Each call is timed on its own; every 10 calls the writer is flushed (untimed) so the
-sidecar's backlog never makes a call wait: these figures are the training thread's
-cost, not the sidecar's throughput.  tensorboardX gets ``asnumpy()`` of the same
-NDArray (it cannot take one), so its figures include that sync plus its encoding.
+Each call is timed on its own; every 10 calls the writer is flushed (untimed in the
+percentiles) so the sidecar's backlog never makes a call wait: the percentiles are
+the training thread's cost, not the sidecar's throughput.  ``mean_incl_close_us``
+charges the calls, the flushes and ``close()`` to the calls.  tensorboardX gets
+``asnumpy()`` of the same NDArray (it cannot take one), so its figures include that
+sync plus its encoding; the inline writer and mxboard take the NDArray and sync
+inside.  mxsidecar gets ``slab_mb=256``, so that ten embeddings fit between flushes.
+mxboard has no ``add_images``: its ``add_image`` takes the batch.  mxboard
+runs in its own environment (``mxboard_env``), one worker per case and repeat.
 """
 
 from __future__ import annotations
@@ -16,88 +22,130 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from common import emit, percentile
+from bench_scalar import WRITERS
+from common import Unavailable, emit, measure, percentile, worker_result
 
-__all__ = ["run", "sidecar_histogram"]
+__all__ = ["CASES", "run", "sidecar_histogram"]
 
+Call = Callable[[Any, dict[str, Any], int], Any]
+TEXT = "**epoch 3** | loss `0.4213` | accuracy 91.2 %\n\n| layer | grad norm |\n|---|---|\n| fc1 | 0.031 |\n"
 
-def _cases(mx: Any) -> dict[str, tuple[Callable[[Any, Any, int], Any], Callable[[Any, Any, int], Any], Any]]:
-    rng = np.random.default_rng(0)
-    image = mx.nd.array(rng.random((3, 224, 224)), dtype="float32")
-    batch = mx.nd.array(rng.random((16, 3, 64, 64)), dtype="float32")
-    audio = mx.nd.array(np.sin(np.linspace(0, 2000, 44100)) * 0.5, dtype="float32")
-    hist = mx.nd.array(rng.standard_normal(1_000_000), dtype="float32")
-    emb = mx.nd.array(rng.random((2000, 128)), dtype="float32")
-    thumbs = mx.nd.array(rng.random((2000, 1, 28, 28)), dtype="float32")
-    labels = [str(i % 10) for i in range(2000)]
-    mx.nd.waitall()
-    return {
-        "add_image_3x224x224": (
-            lambda w, x, i: w.add_image("img", x, i),
-            lambda w, x, i: w.add_image("img", x.asnumpy(), i),
-            image,
+# case -> writer -> the call on the case's values; "" is the call for a writer that takes
+# SidecarWriter's (mxboard's) signature and NDArrays as they are
+CASES: dict[str, dict[str, Call]] = {
+    "add_image_3x224x224": {
+        "": lambda w, v, i: w.add_image("img", v["image"], i),
+        "tensorboardX": lambda w, v, i: w.add_image("img", v["image"].asnumpy(), i),
+    },
+    "add_images_16x3x64x64": {
+        "": lambda w, v, i: w.add_images("batch", v["batch"], i),
+        "tensorboardX": lambda w, v, i: w.add_images("batch", v["batch"].asnumpy(), i),
+        "mxboard": lambda w, v, i: w.add_image("batch", v["batch"], i),
+    },
+    "add_audio_1s_44k1": {
+        "": lambda w, v, i: w.add_audio("snd", v["audio"], 44100, i),
+        "tensorboardX": lambda w, v, i: w.add_audio("snd", v["audio"].asnumpy(), i, sample_rate=44100),
+    },
+    "add_text": {
+        "": lambda w, v, i: w.add_text("notes", TEXT, i),
+    },
+    "add_histogram_1M": {
+        "": lambda w, v, i: w.add_histogram("w", v["hist"], i),
+        "tensorboardX": lambda w, v, i: w.add_histogram("w", v["hist"].asnumpy(), i),
+    },
+    "add_embedding_2000x128_labels_sprite": {
+        "": lambda w, v, i: w.add_embedding("emb", v["emb"], labels=v["labels"], images=v["thumbs"], global_step=i),
+        "tensorboardX": lambda w, v, i: w.add_embedding(
+            v["emb"].asnumpy(), metadata=v["labels"], label_img=v["thumbs"].asnumpy(), global_step=i
         ),
-        "add_images_16x3x64x64": (
-            lambda w, x, i: w.add_images("batch", x, i),
-            lambda w, x, i: w.add_images("batch", x.asnumpy(), i),
-            batch,
-        ),
-        "add_audio_1s_44k1": (
-            lambda w, x, i: w.add_audio("snd", x, 44100, i),
-            lambda w, x, i: w.add_audio("snd", x.asnumpy(), i, sample_rate=44100),
-            audio,
-        ),
-        "add_histogram_1M": (
-            lambda w, x, i: w.add_histogram("w", x, i),
-            lambda w, x, i: w.add_histogram("w", x.asnumpy(), i),
-            hist,
-        ),
-        "add_embedding_2000x128_labels_sprite": (
-            lambda w, x, i: w.add_embedding("emb", x, labels=labels, images=thumbs, global_step=i),
-            lambda w, x, i: w.add_embedding(x.asnumpy(), metadata=labels, label_img=thumbs.asnumpy(), global_step=i),
-            emb,
-        ),
-    }
+    },
+}
+SLOW = ("tensorboardX", "inline", "mxboard")  # embeddings take them a second: fewer calls
 
 
-def run(n: int = 30, repeats: int = 3) -> list[dict[str, Any]]:
+def _values() -> dict[str, Any]:
     import mxnet as mx
 
+    rng = np.random.default_rng(0)
+    values = {
+        "image": mx.nd.array(rng.random((3, 224, 224)), dtype="float32"),
+        "batch": mx.nd.array(rng.random((16, 3, 64, 64)), dtype="float32"),
+        "audio": mx.nd.array(np.sin(np.linspace(0, 2000, 44100)) * 0.5, dtype="float32"),
+        "hist": mx.nd.array(rng.standard_normal(1_000_000), dtype="float32"),
+        "emb": mx.nd.array(rng.random((2000, 128)), dtype="float32"),
+        "thumbs": mx.nd.array(rng.random((2000, 1, 28, 28)), dtype="float32"),
+        "labels": [str(i % 10) for i in range(2000)],
+    }
+    mx.nd.waitall()
+    return values
+
+
+def _sidecar_writer(logdir: str) -> Any:
     from mxsidecar import SidecarWriter
 
-    try:
-        from tensorboardX import SummaryWriter as TBX
-    except ImportError:
-        TBX = None
+    return SidecarWriter(logdir, slab_mb=256)
+
+
+def _once(case: str, name: str, n: int) -> dict[str, Any]:
+    """One writer's timed run of ``case``: the per-call samples and what was charged."""
+    values = _values()
+    call = CASES[case].get(name, CASES[case][""])
+    clock = time.perf_counter_ns
+    samples = []
+    charged = 0  # calls + flushes + close
+    with tempfile.TemporaryDirectory() as logdir:
+        # mxsidecar's arena holds ten embeddings (7.4 MB each) between flushes
+        w = WRITERS[name](logdir) if name != "mxsidecar" else _sidecar_writer(logdir)
+        w.flush()  # the writer is up: start-up is not what this measures
+        for i in range(n):
+            t0 = clock()
+            call(w, values, i)
+            samples.append(clock() - t0)
+            charged += samples[-1]
+            if i % 10 == 9:
+                t0 = clock()
+                w.flush()
+                charged += clock() - t0
+        t0 = clock()
+        w.close()
+        close = clock() - t0
+    return {"samples": samples, "charged_ns": charged + close, "close_ms": close / 1e6}
+
+
+def run(n: int = 30, repeats: int = 3, writers: tuple[str, ...] = tuple(WRITERS)) -> list[dict[str, Any]]:
     records = []
-    for bench, (ours, theirs, value) in _cases(mx).items():
-        results: dict[str, list[float]] = {"mxsidecar": [], "tensorboardX": []}
+    skipped: set[str] = set()
+    for case in CASES:
+        samples: dict[str, list[int]] = {name: [] for name in writers}
+        means: dict[str, list[float]] = {name: [] for name in writers}
+        closes: dict[str, list[float]] = {name: [] for name in writers}
         for _ in range(repeats):
-            for name in ("mxsidecar", "tensorboardX"):
-                if name == "tensorboardX" and TBX is None:
+            for name in writers:
+                if name in skipped:
                     continue
-                with tempfile.TemporaryDirectory() as logdir:
-                    w = SidecarWriter(logdir, slab_mb=256) if name == "mxsidecar" else TBX(logdir)
-                    call = ours if name == "mxsidecar" else theirs
-                    n_here = n if name == "mxsidecar" or "embedding" not in bench else max(3, n // 10)
-                    for i in range(n_here):
-                        t0 = time.perf_counter_ns()
-                        call(w, value, i)
-                        results[name].append(time.perf_counter_ns() - t0)
-                        if i % 10 == 9:
-                            w.flush()
-                    w.close()
-        for name, samples in results.items():
-            if not samples:
+                n_here = max(3, n // 10) if name in SLOW and "embedding" in case else n
+                try:
+                    r = measure(name, "bench_kinds", _once, case, name, n_here)
+                except Unavailable as exc:
+                    emit({"bench": case, "writer": name, "skipped": str(exc)})
+                    skipped.add(name)
+                    continue
+                samples[name] += r["samples"]
+                means[name].append(r["charged_ns"] / len(r["samples"]) / 1e3)
+                closes[name].append(r["close_ms"])
+        for name, ss in samples.items():
+            if not ss:
                 continue
-            s = sorted(samples)
+            s = sorted(ss)
             rec = {
-                "bench": bench,
+                "bench": case,
                 "writer": name,
                 "n": len(s),
                 "p50_us": round(percentile(s, 50) / 1e3, 2),
                 "p90_us": round(percentile(s, 90) / 1e3, 2),
                 "p99_us": round(percentile(s, 99) / 1e3, 2),
+                "mean_incl_close_us": round(statistics.median(means[name]), 2),
+                "close_ms": round(statistics.median(closes[name]), 2),
             }
             emit(rec)
             records.append(rec)
@@ -134,9 +182,13 @@ def sidecar_histogram(repeats: int = 15) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    import os
     import sys
 
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    sidecar_histogram()
-    run()
+    if sys.argv[1:2] == ["--worker"]:  # mxboard_env.run_worker: one run of one writer
+        worker_result(_once(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    else:
+        import os
+
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        sidecar_histogram()
+        run()

@@ -1,9 +1,11 @@
-"""Caller cost of ``add_scalar(float)``: mxsidecar beside tensorboardX, same process, interleaved.
+"""Caller cost of ``add_scalar(float)``: mxsidecar beside tensorboardX, the inline writer
+and mxboard, interleaved.
 
 Each repeat times N calls one by one (perf_counter_ns around each call) and then the
 writer's close, for every writer in turn (A B A B ...); the figures are the medians
 over repeats.  ``mean_incl_close_us`` charges the time close() takes to the calls, so
-a writer that defers its work cannot hide it.
+a writer that defers its work cannot hide it.  mxboard runs in its own environment
+(``mxboard_env``), one worker process per repeat, in the same schedule.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from common import emit, time_calls
+from common import Unavailable, emit, measure, time_calls, worker_result
 
 __all__ = ["WRITERS", "run"]
 
@@ -30,26 +32,49 @@ def _tensorboardx(logdir: str) -> Any:
     return SummaryWriter(logdir)
 
 
-WRITERS: dict[str, Callable[[str], Any]] = {"mxsidecar": _mxsidecar, "tensorboardX": _tensorboardx}
+def _inline(logdir: str) -> Any:
+    from inline_writer import InlineWriter
+
+    return InlineWriter(logdir)
 
 
-def run(n: int = 20000, repeats: int = 3) -> list[dict[str, Any]]:
-    per_writer: dict[str, list[dict[str, float]]] = {name: [] for name in WRITERS}
-    skipped: set[str] = set()
+def _mxboard(logdir: str) -> Any:
+    from mxboard import SummaryWriter
+
+    return SummaryWriter(logdir)
+
+
+WRITERS: dict[str, Callable[[str], Any]] = {
+    "mxsidecar": _mxsidecar,
+    "tensorboardX": _tensorboardx,
+    "inline": _inline,
+    "mxboard": _mxboard,
+}
+
+
+def _once(name: str, n: int) -> dict[str, float]:
+    """One timed run: n calls, then close (the writer is started and flushed first:
+    mxsidecar's sidecar takes a Python start-up, which is not what this measures)."""
     values = [1.0 / (i + 1) for i in range(n)]
+    with tempfile.TemporaryDirectory() as logdir:
+        w = WRITERS[name](logdir)
+        w.flush()
+        log = w.add_scalar
+        return time_calls(lambda i: log("loss", values[i], i), n, w.close)
+
+
+def run(n: int = 20000, repeats: int = 3, writers: tuple[str, ...] = tuple(WRITERS)) -> list[dict[str, Any]]:
+    per_writer: dict[str, list[dict[str, float]]] = {name: [] for name in writers}
+    skipped: set[str] = set()
     for _ in range(repeats):
-        for name, make in WRITERS.items():
+        for name in writers:
             if name in skipped:
                 continue
-            with tempfile.TemporaryDirectory() as logdir:
-                try:
-                    w = make(logdir)
-                except ImportError as exc:
-                    emit({"bench": "add_scalar_float", "writer": name, "skipped": str(exc)})
-                    skipped.add(name)
-                    continue
-                log = w.add_scalar
-                per_writer[name].append(time_calls(lambda i, log=log: log("loss", values[i], i), n, w.close))
+            try:
+                per_writer[name].append(measure(name, "bench_scalar", _once, name, n))
+            except Unavailable as exc:
+                emit({"bench": "add_scalar_float", "writer": name, "skipped": str(exc)})
+                skipped.add(name)
     records = []
     for name, runs in per_writer.items():
         if not runs:
@@ -63,4 +88,12 @@ def run(n: int = 20000, repeats: int = 3) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    run()
+    import sys
+
+    if sys.argv[1:2] == ["--worker"]:  # mxboard_env.run_worker: one run of one writer
+        worker_result(_once(sys.argv[2], int(sys.argv[3])))
+    else:
+        import os
+
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        run()

@@ -29,8 +29,10 @@ A run's length is a multiple of its profile's longest period, so each run logs a
 exactly the profile's rates.  Writers: ``none`` (the baseline), ``mxsidecar`` (NDArrays
 as they are: engine copies, no sync), ``tensorboardX`` (``asscalar()`` / ``asnumpy()`` in
 the caller, as its users must), ``inline`` (``perf/inline_writer.py``: mxboard's way,
-all in the caller) and ``mxboard`` when importable (it needs protobuf < 5, another
-environment; skipped with a note otherwise).  Each writer is created, warmed up for a
+all in the caller) and ``mxboard`` itself, which needs protobuf < 5 and so runs in an
+environment of its own (``mxboard_env``): a worker process per repeat, in the same
+interleaved schedule, measures its run against baseline runs of its own (skipped
+with a note if that environment cannot be made).  Each writer is created, warmed up for a
 few logged steps and flushed before its timed run (mxsidecar's shared-memory arena is
 faulted in first: a one-time cost, ``arena_prefault_ms``).  Runs are interleaved, each
 writer's run between two baseline runs (none A none B none C, repeated), and the
@@ -54,6 +56,7 @@ values in the caller, the sidecar under the normal policy at nice 10, 0 and 19
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import statistics
 import tempfile
@@ -154,11 +157,14 @@ def _make_logger(kind: str, profile: Profile, model: Model) -> Logger:
     params = model.params
     lr = model.trainer.learning_rate
     # tensorboardX takes host values only: its caller converts.  mxsidecar:numpy does the
-    # same on purpose, to compare the engine-copy path with a sync + memcpy.
+    # same on purpose, to compare the engine-copy path with a sync + memcpy.  mxboard
+    # takes NDArrays, but its add_scalar fails on one (float(NDArray) for its scalar
+    # dict), so its users convert scalars; it has no add_images (add_image takes a batch).
     host = kind in ("tensorboardX", "mxsidecar:numpy")
+    host_scalars = host or kind == "mxboard"
 
     def log(w: Any, step: int, x: Any, loss: Any, acc: Any) -> None:
-        if host:
+        if host_scalars:
             w.add_scalar("train/loss", loss.asscalar(), step)
             w.add_scalar("train/accuracy", acc.asscalar(), step)
         else:
@@ -172,7 +178,10 @@ def _make_logger(kind: str, profile: Profile, model: Model) -> Logger:
                 w.add_histogram(name, d.asnumpy() if host else d, step)
         if step % profile.image_every == 0:
             images = x[:IMAGES]
-            w.add_images("input", images.asnumpy() if host else images, step)
+            if kind == "mxboard":
+                w.add_image("input", images, step)
+            else:
+                w.add_images("input", images.asnumpy() if host else images, step)
 
     return log
 
@@ -330,6 +339,31 @@ def _one_run(model: Model, kind: str, profile: Profile, steps: int) -> dict[str,
 
 
 # -- the benchmark ----------------------------------------------------------------------
+def _in_worker(kind: str) -> bool:
+    """mxboard cannot be imported beside mxsidecar (protobuf): it runs in mxboard_env."""
+    return kind == "mxboard" and importlib.util.find_spec("mxboard") is None
+
+
+def _ratios(r: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> None:
+    """A run's step time over the mean of the two baseline runs around it."""
+    base_mean = (before["step_ms_mean"] + after["step_ms_mean"]) / 2
+    base_p50 = (before["step_ms_p50"] + after["step_ms_p50"]) / 2
+    r["ratio"] = r["step_ms_mean"] / base_mean
+    r["ratio_incl_drain"] = r["step_ms_incl_drain"] / base_mean
+    r["ratio_p50"] = r["step_ms_p50"] / base_p50
+
+
+def _worker_run(kind: str, pname: str, steps: int, base_steps: int) -> dict[str, Any]:
+    """In mxboard's environment: baseline, the writer, baseline, in this one process."""
+    model = Model()
+    profile = PROFILES[pname]
+    before = _one_run(model, "none", profile, base_steps)
+    r = _one_run(model, kind, profile, steps)
+    _ratios(r, before, _one_run(model, "none", profile, base_steps))
+    r["baseline"] = "its own, in mxboard's environment"
+    return r
+
+
 def _available(writers: tuple[str, ...]) -> tuple[list[str], list[dict[str, Any]]]:
     """The writers importable here, and a record for each one skipped."""
     available, skipped = [], []
@@ -337,15 +371,23 @@ def _available(writers: tuple[str, ...]) -> tuple[list[str], list[dict[str, Any]
         if kind == "none":
             available.append(kind)
             continue
+        if _in_worker(kind):
+            import mxboard_env
+
+            python, why = mxboard_env.ensure()
+            if python is not None:
+                available.append(kind)
+                continue
+            rec = {"bench": "steptime", "writer": kind, "skipped": f"mxboard's environment: {why}"}
+            emit(rec)
+            skipped.append(rec)
+            continue
         try:
             with tempfile.TemporaryDirectory() as d:
                 _open_writer(kind, d).close()
             available.append(kind)
         except ImportError as exc:
-            note = f"not importable here ({exc})"
-            if kind == "mxboard":
-                note += "; mxboard needs protobuf<5, so it lives in an environment of its own"
-            rec = {"bench": "steptime", "writer": kind, "skipped": note}
+            rec = {"bench": "steptime", "writer": kind, "skipped": f"not importable here ({exc})"}
             emit(rec)
             skipped.append(rec)
     return available, skipped
@@ -383,14 +425,17 @@ def run(
             steps_of[pname, "none"] = steps_for("none")
             for kind in others:
                 steps_of[pname, kind] = steps_for(kind)
-                r = _one_run(model, kind, profile, steps_for(kind))
+                if _in_worker(kind):  # its ratios are to baseline runs in its own process
+                    import mxboard_env
+
+                    args = (pname, str(steps_for(kind)), str(steps_for("none")))
+                    r = mxboard_env.run_worker("bench_steptime", *args)
+                else:
+                    r = _one_run(model, kind, profile, steps_for(kind))
                 after = _one_run(model, "none", profile, steps_for("none"))
                 runs[pname, "none"].append(after)
-                base_mean = (before["step_ms_mean"] + after["step_ms_mean"]) / 2
-                base_p50 = (before["step_ms_p50"] + after["step_ms_p50"]) / 2
-                r["ratio"] = r["step_ms_mean"] / base_mean
-                r["ratio_incl_drain"] = r["step_ms_incl_drain"] / base_mean
-                r["ratio_p50"] = r["step_ms_p50"] / base_p50
+                if "ratio" not in r:
+                    _ratios(r, before, after)
                 runs.setdefault((pname, kind), []).append(r)
                 before = after
     env = {
@@ -568,6 +613,11 @@ if __name__ == "__main__":
     import argparse
     import sys
 
+    if sys.argv[1:2] == ["--worker"]:  # mxboard_env.run_worker: PROFILE STEPS BASELINE_STEPS
+        from common import worker_result
+
+        worker_result(_worker_run("mxboard", sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
+        sys.exit(0)
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:0] = [here, os.path.dirname(here)]
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -1,7 +1,9 @@
-"""Timing helpers shared by the benchmarks: per-call caller cost, percentiles, one JSON line each."""
+"""Timing helpers shared by the benchmarks: per-call caller cost, percentiles, one JSON line
+each, and where a writer that lives in another environment (mxboard) is measured."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import statistics
 import sys
@@ -9,7 +11,32 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["emit", "percentile", "time_calls", "timer_overhead_ns"]
+__all__ = ["Unavailable", "emit", "measure", "percentile", "time_calls", "timer_overhead_ns", "worker_result"]
+
+RESULT = "RESULT "  # prefix of a worker's answer line on its stdout
+
+
+class Unavailable(Exception):
+    """A writer that cannot be measured here (not installed, no environment for it)."""
+
+
+def measure(name: str, module: str, once: Callable[..., Any], *args: Any) -> Any:
+    """``once(*args)`` here, or, for mxboard when this environment cannot import it, the
+    same call by ``perf/<module>.py --worker *args`` in mxboard's own environment
+    (``mxboard_env``), whose :func:`worker_result` comes back.  Raises Unavailable."""
+    if name != "mxboard" or importlib.util.find_spec("mxboard") is not None:
+        try:
+            return once(*args)
+        except ImportError as exc:
+            raise Unavailable(f"not importable here ({exc})") from exc
+    import mxboard_env
+
+    return mxboard_env.run_worker(module, *map(str, args))
+
+
+def worker_result(value: Any) -> None:
+    """A worker's answer, read back by :func:`mxboard_env.run_worker`."""
+    print(RESULT + json.dumps(value), flush=True)
 
 
 def percentile(sorted_values: list[float], q: float) -> float:

@@ -9,9 +9,12 @@ one-channel image tripled into RGB, as mxboard's ``make_image_grid`` does), the
 protobuf (``mxsidecar.proto``), the TFRecord framing (``mxsidecar.records.frame``) and
 the ``write`` into a buffered event file, flushed at :meth:`close`.
 
-Only ``add_scalar``, ``add_histogram``, ``add_image``, ``add_images``, ``flush`` and
-``close`` are here, with :class:`~mxsidecar.SidecarWriter`'s names and arguments, so a
-benchmark can swap one writer for the other.  Not for use outside ``perf/``.
+``add_audio`` (a WAV by the ``wave`` module, mxboard's way), ``add_text`` (the text
+plugin's string tensor) and ``add_embedding`` (``tensors.tsv``, ``metadata.tsv``, a
+sprite PNG and the projector config, written at the call) complete the kinds the
+caller-cost benchmarks time.  Only these, ``flush`` and ``close`` are here, with
+:class:`~mxsidecar.SidecarWriter`'s names and arguments, so a benchmark can swap one
+writer for the other.  Not for use outside ``perf/``.
 """
 
 from __future__ import annotations
@@ -22,12 +25,13 @@ import math
 import os
 import socket
 import time
+import wave
 from types import TracebackType
 from typing import Any
 
 import numpy as np
 
-from mxsidecar.proto import event_pb2, histogram_pb2, summary_pb2
+from mxsidecar.proto import event_pb2, histogram_pb2, plugin_text_pb2, projector_config_pb2, summary_pb2
 from mxsidecar.records import frame
 
 __all__ = ["DEFAULT_BINS", "InlineWriter"]
@@ -69,6 +73,7 @@ class InlineWriter:
 
     def __init__(self, logdir: str, buffer_bytes: int = 1 << 20) -> None:
         os.makedirs(logdir, exist_ok=True)
+        self._logdir = logdir
         name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.inline{next(_files)}"
         self._file = open(os.path.join(logdir, name), "wb", buffering=buffer_bytes)
         first = event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
@@ -154,6 +159,68 @@ class InlineWriter:
         dataformats: str = "NCHW",
     ) -> None:
         self.add_image(tag, img_tensor, global_step, dataformats, walltime)
+
+    def add_audio(self, tag: str, audio: Any, sample_rate: int = 44100, global_step: int | None = None) -> None:
+        """Mono 16-bit WAV of values in [-1, 1]."""
+        x = (np.clip(_host(audio).reshape(-1), -1, 1) * 32767).astype("<i2")
+        buf = io.BytesIO()
+        with wave.open(buf, "wb") as wav:
+            wav.setnchannels(1)
+            wav.setsampwidth(2)
+            wav.setframerate(sample_rate)
+            wav.writeframes(x.tobytes())
+        value = summary_pb2.Summary.Value(tag=tag)
+        value.audio.sample_rate = sample_rate
+        value.audio.num_channels = 1
+        value.audio.length_frames = x.size
+        value.audio.content_type = "audio/wav"
+        value.audio.encoded_audio_string = buf.getvalue()
+        self._write(value, global_step, None)
+
+    def add_text(self, tag: str, text: str, global_step: int | None = None) -> None:
+        """The text plugin's rank-0 string tensor."""
+        value = summary_pb2.Summary.Value(tag=tag)
+        value.metadata.plugin_data.plugin_name = "text"
+        value.metadata.plugin_data.content = plugin_text_pb2.TextPluginData(version=0).SerializeToString()
+        value.tensor.dtype = 7  # DT_STRING
+        value.tensor.string_val.append(text.encode())
+        self._write(value, global_step, None)
+
+    def add_embedding(
+        self,
+        tag: str,
+        embedding: Any,
+        labels: Any = None,
+        images: Any = None,
+        global_step: int | None = None,
+    ) -> None:
+        """The projector's files in ``<logdir>/<tag>_<step>/``, written in the caller as mxboard does."""
+        from PIL import Image
+
+        d = os.path.join(self._logdir, f"{tag}_{global_step or 0:06d}")
+        os.makedirs(d, exist_ok=True)
+        np.savetxt(os.path.join(d, "tensors.tsv"), _host(embedding), fmt="%g", delimiter="\t")
+        proj = projector_config_pb2.ProjectorConfig()
+        emb = proj.embeddings.add(tensor_name=tag, tensor_path=os.path.join(os.path.basename(d), "tensors.tsv"))
+        if labels is not None:
+            with open(os.path.join(d, "metadata.tsv"), "w") as f:
+                f.write("".join(f"{label}\n" for label in labels))
+            emb.metadata_path = os.path.join(os.path.basename(d), "metadata.tsv")
+        if images is not None:
+            x = _host(images)  # N x C x H x W in [0, 1]
+            n, c, h, w = x.shape
+            side = math.ceil(math.sqrt(n))
+            sprite = np.zeros((side * h, side * w, c), dtype=np.uint8)
+            tiles = (x.transpose(0, 2, 3, 1) * 255).clip(0, 255).astype(np.uint8)
+            for k in range(n):
+                sprite[(k // side) * h : (k // side + 1) * h, (k % side) * w : (k % side + 1) * w] = tiles[k]
+            Image.fromarray(sprite[:, :, 0] if c == 1 else sprite).save(os.path.join(d, "sprite.png"))
+            emb.sprite.image_path = os.path.join(os.path.basename(d), "sprite.png")
+            emb.sprite.single_image_dim.extend([w, h])
+        with open(os.path.join(self._logdir, "projector_config.pbtxt"), "a") as f:
+            from google.protobuf import text_format
+
+            f.write(text_format.MessageToString(proj))
 
     def flush(self) -> None:
         if not self._file.closed:

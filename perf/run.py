@@ -4,7 +4,9 @@
 
 Prints one JSON line per measurement (see perf/README.md for what each means) and
 writes ``results.jsonl``, Markdown tables (``results.md``) and a plot of the step-time
-overhead per writer and profile (``steptime_overhead.png``) to ``--out``.
+overhead per writer and profile (``steptime_overhead.png``) to ``--out``.  mxboard is
+measured in an environment of its own, made on first use in ``perf/.venv-mxboard``
+(``mxboard_env``; ``MXSIDECAR_PERF_MXBOARD=skip`` leaves it out).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import bench_capture  # noqa: E402
 import bench_kinds  # noqa: E402
 import bench_scalar  # noqa: E402
 import bench_steptime  # noqa: E402
+import mxboard_env  # noqa: E402
 from common import emit, timer_overhead_ns  # noqa: E402
 
 
@@ -66,7 +69,9 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d"),
     }
     emit(env)
-    records = [env, *bench_scalar.run(n=n, repeats=repeats)]
+    mxboard = {"bench": "mxboard_environment", "status": mxboard_env.ensure()[1]}
+    emit(mxboard)
+    records = [env, mxboard, *bench_scalar.run(n=n, repeats=repeats)]
     records += bench_capture.run(n=50 if args.quick else 300, repeats=repeats)
     records += bench_kinds.sidecar_histogram(repeats=5 if args.quick else 15)
     records += bench_kinds.run(n=10 if args.quick else 30, repeats=repeats)
@@ -78,7 +83,8 @@ def main() -> None:
     with open(os.path.join(args.out, "results.jsonl"), "w") as f:
         for r in records:
             f.write(json.dumps(r, sort_keys=True) + "\n")
-    table = markdown(records) + "\n" + bench_backpressure.sweep_markdown(pressure)
+    table = f"mxboard: {mxboard['status']}\n\n" + markdown(records)
+    table += "\n" + bench_backpressure.sweep_markdown(pressure)
     table += "\n" + bench_steptime.markdown(steptime)
     plot = bench_steptime.plot(steptime, os.path.join(args.out, "steptime_overhead.png"))
     if plot:
