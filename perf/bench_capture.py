@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench_scalar import WRITERS
-from common import Unavailable, emit, measure, percentile, worker_result
+from common import emit, interleave, percentile, time_flushed, worker_result
 
 __all__ = ["CASES", "run"]
 
@@ -59,33 +59,16 @@ def _once(case: str, name: str, n: int) -> dict[str, float]:
             return big + mx.nd.dot(a, a)[0, 0]
 
     call = CASES[case].get(name, CASES[case][""])
-    clock = time.perf_counter_ns
     with tempfile.TemporaryDirectory() as logdir:
         w = WRITERS[name](logdir)
-        w.flush()  # the writer is up: start-up is not what this measures
-        mx.nd.waitall()
-        samples = []
-        charged = 0  # calls + flushes + close
-        for i in range(n):
-            value = make(i)  # pushed on the engine, not yet computed
-            t0 = clock()
-            call(w, value, i)
-            samples.append(clock() - t0)
-            charged += samples[-1]
-            if i % 10 == 9:
-                mx.nd.waitall()
-                t0 = clock()
-                w.flush()
-                charged += clock() - t0
-        t0 = clock()
-        w.close()
-        charged += clock() - t0
-    s = sorted(samples)
+        # make(i) is pushed on the engine, not yet computed, when the call is timed
+        r = time_flushed(w, lambda value, i: call(w, value, i), n, prepare=make, settle=mx.nd.waitall)
+    s = sorted(r["samples"])
     return {
         "p50_us": percentile(s, 50) / 1e3,
         "p90_us": percentile(s, 90) / 1e3,
         "p99_us": percentile(s, 99) / 1e3,
-        "mean_incl_close_us": charged / n / 1e3,
+        "mean_incl_close_us": r["charged_ns"] / n / 1e3,
     }
 
 
@@ -106,18 +89,11 @@ def run(n: int = 200, repeats: int = 3, writers: tuple[str, ...] = tuple(WRITERS
     records = []
     skipped: set[str] = set()
     for case in CASES:
-        results: dict[str, list[dict[str, float]]] = {name: [] for name in writers}
-        for _ in range(repeats):
-            for name in writers:
-                if name in skipped:
-                    continue
-                try:
-                    r = measure(name, "bench_capture", _once, case, name, n)
-                except Unavailable as exc:
-                    emit({"bench": case, "writer": name, "skipped": str(exc)})
-                    skipped.add(name)
-                    continue
-                results[name].append(r)
+
+        def args(name: str, case: str = case) -> tuple[str, str, int]:
+            return case, name, n
+
+        results = interleave(case, writers, repeats, "bench_capture", _once, args, skipped)
         for name, runs in results.items():
             if not runs:
                 continue

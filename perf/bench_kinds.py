@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 from bench_scalar import WRITERS
-from common import Unavailable, emit, measure, percentile, worker_result
+from common import emit, interleave, percentile, time_flushed, worker_result
 
 __all__ = ["CASES", "run", "sidecar_histogram"]
 
@@ -90,49 +90,24 @@ def _once(case: str, name: str, n: int) -> dict[str, Any]:
     """One writer's timed run of ``case``: the per-call samples and what was charged."""
     values = _values()
     call = CASES[case].get(name, CASES[case][""])
-    clock = time.perf_counter_ns
-    samples = []
-    charged = 0  # calls + flushes + close
     with tempfile.TemporaryDirectory() as logdir:
         # mxsidecar's arena holds ten embeddings (7.4 MB each) between flushes
         w = WRITERS[name](logdir) if name != "mxsidecar" else _sidecar_writer(logdir)
-        w.flush()  # the writer is up: start-up is not what this measures
-        for i in range(n):
-            t0 = clock()
-            call(w, values, i)
-            samples.append(clock() - t0)
-            charged += samples[-1]
-            if i % 10 == 9:
-                t0 = clock()
-                w.flush()
-                charged += clock() - t0
-        t0 = clock()
-        w.close()
-        close = clock() - t0
-    return {"samples": samples, "charged_ns": charged + close, "close_ms": close / 1e6}
+        return time_flushed(w, lambda _, i: call(w, values, i), n)
 
 
 def run(n: int = 30, repeats: int = 3, writers: tuple[str, ...] = tuple(WRITERS)) -> list[dict[str, Any]]:
     records = []
     skipped: set[str] = set()
     for case in CASES:
-        samples: dict[str, list[int]] = {name: [] for name in writers}
-        means: dict[str, list[float]] = {name: [] for name in writers}
-        closes: dict[str, list[float]] = {name: [] for name in writers}
-        for _ in range(repeats):
-            for name in writers:
-                if name in skipped:
-                    continue
-                n_here = max(3, n // 10) if name in SLOW and "embedding" in case else n
-                try:
-                    r = measure(name, "bench_kinds", _once, case, name, n_here)
-                except Unavailable as exc:
-                    emit({"bench": case, "writer": name, "skipped": str(exc)})
-                    skipped.add(name)
-                    continue
-                samples[name] += r["samples"]
-                means[name].append(r["charged_ns"] / len(r["samples"]) / 1e3)
-                closes[name].append(r["close_ms"])
+
+        def args(name: str, case: str = case) -> tuple[str, str, int]:
+            return case, name, max(3, n // 10) if name in SLOW and "embedding" in case else n
+
+        runs = interleave(case, writers, repeats, "bench_kinds", _once, args, skipped)
+        samples = {name: [x for r in rs for x in r["samples"]] for name, rs in runs.items()}
+        means = {name: [r["charged_ns"] / len(r["samples"]) / 1e3 for r in rs] for name, rs in runs.items()}
+        closes = {name: [r["close_ms"] for r in rs] for name, rs in runs.items()}
         for name, ss in samples.items():
             if not ss:
                 continue

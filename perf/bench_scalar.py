@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from common import Unavailable, emit, measure, time_calls, worker_result
+from common import emit, interleave, time_calls, worker_result
 
 __all__ = ["WRITERS", "run"]
 
@@ -64,17 +64,7 @@ def _once(name: str, n: int) -> dict[str, float]:
 
 
 def run(n: int = 20000, repeats: int = 3, writers: tuple[str, ...] = tuple(WRITERS)) -> list[dict[str, Any]]:
-    per_writer: dict[str, list[dict[str, float]]] = {name: [] for name in writers}
-    skipped: set[str] = set()
-    for _ in range(repeats):
-        for name in writers:
-            if name in skipped:
-                continue
-            try:
-                per_writer[name].append(measure(name, "bench_scalar", _once, name, n))
-            except Unavailable as exc:
-                emit({"bench": "add_scalar_float", "writer": name, "skipped": str(exc)})
-                skipped.add(name)
+    per_writer = interleave("add_scalar_float", writers, repeats, "bench_scalar", _once, lambda name: (name, n))
     records = []
     for name, runs in per_writer.items():
         if not runs:

@@ -56,7 +56,6 @@ values in the caller, the sidecar under the normal policy at nice 10, 0 and 19
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import statistics
 import tempfile
@@ -67,7 +66,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from common import emit
+from common import emit, in_worker
 
 __all__ = ["PROFILES", "TARGET_PCT", "WRITERS", "markdown", "plot", "run"]
 
@@ -339,11 +338,6 @@ def _one_run(model: Model, kind: str, profile: Profile, steps: int) -> dict[str,
 
 
 # -- the benchmark ----------------------------------------------------------------------
-def _in_worker(kind: str) -> bool:
-    """mxboard cannot be imported beside mxsidecar (protobuf): it runs in mxboard_env."""
-    return kind == "mxboard" and importlib.util.find_spec("mxboard") is None
-
-
 def _ratios(r: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> None:
     """A run's step time over the mean of the two baseline runs around it."""
     base_mean = (before["step_ms_mean"] + after["step_ms_mean"]) / 2
@@ -371,7 +365,7 @@ def _available(writers: tuple[str, ...]) -> tuple[list[str], list[dict[str, Any]
         if kind == "none":
             available.append(kind)
             continue
-        if _in_worker(kind):
+        if in_worker(kind):
             import mxboard_env
 
             python, why = mxboard_env.ensure()
@@ -425,7 +419,7 @@ def run(
             steps_of[pname, "none"] = steps_for("none")
             for kind in others:
                 steps_of[pname, kind] = steps_for(kind)
-                if _in_worker(kind):  # its ratios are to baseline runs in its own process
+                if in_worker(kind):  # its ratios are to baseline runs in its own process
                     import mxboard_env
 
                     args = (pname, str(steps_for(kind)), str(steps_for("none")))

@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Unavailable", "emit", "measure", "percentile", "time_calls", "timer_overhead_ns", "worker_result"]
+__all__ = ["Unavailable", "emit", "in_worker", "interleave", "measure", "percentile", "time_calls", "time_flushed"]
+__all__ += ["timer_overhead_ns", "worker_result"]
 
 RESULT = "RESULT "  # prefix of a worker's answer line on its stdout
 
@@ -20,11 +21,16 @@ class Unavailable(Exception):
     """A writer that cannot be measured here (not installed, no environment for it)."""
 
 
+def in_worker(name: str) -> bool:
+    """mxboard cannot be imported beside mxsidecar (protobuf): it runs in ``mxboard_env``."""
+    return name == "mxboard" and importlib.util.find_spec("mxboard") is None
+
+
 def measure(name: str, module: str, once: Callable[..., Any], *args: Any) -> Any:
     """``once(*args)`` here, or, for mxboard when this environment cannot import it, the
     same call by ``perf/<module>.py --worker *args`` in mxboard's own environment
     (``mxboard_env``), whose :func:`worker_result` comes back.  Raises Unavailable."""
-    if name != "mxboard" or importlib.util.find_spec("mxboard") is not None:
+    if not in_worker(name):
         try:
             return once(*args)
         except ImportError as exc:
@@ -32,6 +38,33 @@ def measure(name: str, module: str, once: Callable[..., Any], *args: Any) -> Any
     import mxboard_env
 
     return mxboard_env.run_worker(module, *map(str, args))
+
+
+def interleave(
+    bench: str,
+    writers: tuple[str, ...],
+    repeats: int,
+    module: str,
+    once: Callable[..., Any],
+    args: Callable[[str], tuple[Any, ...]],
+    skipped: set[str] | None = None,
+) -> dict[str, list[Any]]:
+    """Every writer in turn, ``repeats`` times (A B A B ...): per writer, the results of
+    ``measure(name, module, once, *args(name))``.  A writer that cannot be measured is
+    reported once (a ``skipped`` line) and added to ``skipped``, which a benchmark with
+    several cases shares between them."""
+    skipped = set() if skipped is None else skipped
+    results: dict[str, list[Any]] = {name: [] for name in writers}
+    for _ in range(repeats):
+        for name in writers:
+            if name in skipped:
+                continue
+            try:
+                results[name].append(measure(name, module, once, *args(name)))
+            except Unavailable as exc:
+                emit({"bench": bench, "writer": name, "skipped": str(exc)})
+                skipped.add(name)
+    return results
 
 
 def worker_result(value: Any) -> None:
@@ -84,6 +117,44 @@ def time_calls(call: Callable[[int], Any], n: int, finish: Callable[[], Any] | N
         "mean_incl_close_us": (end - start) / n * us,
         "close_ms": (end - loop_end) * 1e-6,
     }
+
+
+def time_flushed(
+    w: Any,
+    call: Callable[[Any, int], Any],
+    n: int,
+    prepare: Callable[[int], Any] = lambda i: None,
+    settle: Callable[[], Any] = lambda: None,
+    every: int = 10,
+) -> dict[str, Any]:
+    """Time ``call(prepare(i), i)`` for i in range(n), each on its own, flushing ``w``
+    every ``every`` calls (after ``settle()``), then close it.
+
+    ``prepare`` (the value to log) and ``settle`` (an engine drain) are untimed.  The
+    writer is flushed first, so its start-up is not what is measured.  The flushes keep
+    a backlog from making a call wait: ``samples`` (ns per call) are the caller's cost;
+    ``charged_ns`` adds the flushes and close, so deferred work is charged too.
+    """
+    clock = time.perf_counter_ns
+    w.flush()
+    settle()
+    samples = []
+    charged = 0
+    for i in range(n):
+        value = prepare(i)
+        t0 = clock()
+        call(value, i)
+        samples.append(clock() - t0)
+        charged += samples[-1]
+        if i % every == every - 1:
+            settle()
+            t0 = clock()
+            w.flush()
+            charged += clock() - t0
+    t0 = clock()
+    w.close()
+    close = clock() - t0
+    return {"samples": samples, "charged_ns": charged + close, "close_ms": close / 1e6}
 
 
 def emit(record: dict[str, Any], out: Any = sys.stdout) -> None:
