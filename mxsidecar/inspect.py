@@ -630,7 +630,7 @@ def _table(rows: list[list[str]], right: set[int], indent: str = "  ") -> list[s
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     out = []
     for r in rows:
-        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
         out.append((indent + "  ".join(cells)).rstrip())
     return out
 
@@ -720,12 +720,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("logdir", metavar="LOGDIR", help="directory to walk for event files (names containing 'tfevents')")
     p.add_argument("--json", action="store_true", help="print a JSON report instead of tables")
+    # --progress / --no-progress by hand: argparse.BooleanOptionalAction is 3.9+.
     p.add_argument(
         "--progress",
-        action=argparse.BooleanOptionalAction,
+        action="store_true",
         default=None,
         help="show a progress bar on stderr (default: when stderr is a terminal)",
     )
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="never show a progress bar")
     p.set_defaults(func=run)
     return p
 

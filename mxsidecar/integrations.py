@@ -23,7 +23,7 @@ import ctypes
 import re
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol, Self
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -54,7 +54,7 @@ def _check_every(value: Any, name: str, allow_zero: bool = False) -> int:
     low = 0 if allow_zero else 1
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    return value
+    return int(value)
 
 
 def _check_prefix(value: Any, name: str) -> str:
@@ -257,7 +257,7 @@ def _module_grads(module: Any) -> list[tuple[str, Any]]:
     if group is None:
         raise ValueError("epoch_end_callback: grads=True needs a bound mx.mod.Module (bind or fit first)")
     grads = group.grad_arrays or []  # None unless bound for_training
-    return [(name, per_device[0]) for name, per_device in zip(group.param_names, grads, strict=False) if per_device]
+    return [(name, per_device[0]) for name, per_device in zip(group.param_names, grads) if per_device]
 
 
 def epoch_end_callback(
@@ -349,13 +349,16 @@ def _with_base(cls: type, base_path: tuple[str, ...]) -> type:
     return derived
 
 
+_D = TypeVar("_D", bound="_DerivesFromMXNet")
+
+
 class _DerivesFromMXNet:
     """Instances are of ``cls`` combined with ``_MXNET_BASES``, made on first use."""
 
     _MXNET_BASES: tuple[str, ...] = ()
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
-        obj: Self = object.__new__(_with_base(cls, cls._MXNET_BASES))
+    def __new__(cls: type[_D], *args: Any, **kwargs: Any) -> _D:
+        obj: _D = object.__new__(_with_base(cls, cls._MXNET_BASES))
         return obj
 
 

@@ -192,7 +192,7 @@ def pack_descriptor(
 _PROGRESS = struct.Struct("<BQ")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Progress:
     """Every descriptor with ``seq <= done_seq`` is handled and its span released."""
 
@@ -202,7 +202,7 @@ class Progress:
         return _PROGRESS.pack(Op.PROGRESS, self.done_seq)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ErrorReport:
     """The sidecar's last words: a formatted traceback, sent before it exits."""
 
@@ -212,7 +212,7 @@ class ErrorReport:
         return bytes([Op.ERROR]) + self.traceback.encode("utf-8", "replace")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Notice:
     """Something about one item that the sidecar alone could see (invariant 5):
     ``written=False``, the item was refused whole; ``written=True``, it was written
@@ -229,7 +229,7 @@ class Notice:
         return bytes([Op.NOTICE]) + json.dumps(body).encode()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StatsReply:
     """The sidecar's counters, answering the STATS descriptor ``seq``."""
 

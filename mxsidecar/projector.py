@@ -46,10 +46,12 @@ import os
 import posixpath
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # numpy.typing is 1.20+, and the annotations are never evaluated
+    import numpy.typing as npt
 
 import numpy as np
-import numpy.typing as npt
 from google.protobuf import text_format
 
 from .encoders.image import to_uint8
@@ -212,7 +214,7 @@ def _cell(v: Any) -> str:
         return v
     if v is None:
         return ""
-    if isinstance(v, bool | int | float):
+    if isinstance(v, (bool, int, float)):
         return str(v)
     raise ValueError(f"a label must be a string or a number, not {type(v).__name__}")
 

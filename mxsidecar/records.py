@@ -36,7 +36,7 @@ def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
     The mask exists because a CRC computed over bytes that themselves embed CRCs
     is weak; TensorFlow rotates right by 15 and adds a constant.
     """
-    crc = _crc32c.crc32c(data)
+    crc = int(_crc32c.crc32c(data))
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 

@@ -250,7 +250,7 @@ def check_dataformats(dataformats: Any, shape: tuple[int, ...], name: str = "ima
         raise ValueError(
             f"{name} of shape {shape} does not match dataformats={dataformats!r} (rank {len(dataformats)})"
         )
-    dims = dict(zip(dataformats, shape, strict=True))
+    dims = dict(zip(dataformats, shape))  # same length, checked above
     if dims.get("C", 1) not in (1, 3, 4):
         raise ValueError(f"{name} must have 1, 3 or 4 channels (C of {dataformats!r}), got {dims['C']}")
     if any(d < 1 for d in shape):

@@ -645,7 +645,7 @@ class SidecarWriter:
             except Exception as exc:
                 raise ValueError(f"input_shapes do not fit the network: {exc}") from exc
             options["shapes"] = {
-                name: list(shape) for name, shape in zip(internals.list_outputs(), out_shapes, strict=True) if shape
+                name: list(shape) for name, shape in zip(internals.list_outputs(), out_shapes) if shape
             }
         self._pipe.submit(Kind.GRAPH, "graph", 0, _now(), text=sym.tojson(), options=options or None)
 

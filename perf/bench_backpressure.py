@@ -214,8 +214,8 @@ def _paced_run(kind: str, slow: bool, on_full: str, n: int, period_s: float, max
         "accounting": acct,
     }
     if dropped_now is not None:
-        adm = [t for t, d in zip(samples, was_dropped, strict=True) if not d]
-        drp = [t for t, d in zip(samples, was_dropped, strict=True) if d]
+        adm = [t for t, d in zip(samples, was_dropped) if not d]
+        drp = [t for t, d in zip(samples, was_dropped) if d]
         rec["p50_admitted_us"] = percentile(sorted(adm), 50) / 1e3 if adm else None
         rec["p99_admitted_us"] = percentile(sorted(adm), 99) / 1e3 if adm else None
         rec["p50_dropped_us"] = percentile(sorted(drp), 50) / 1e3 if drp else None

@@ -565,7 +565,7 @@ def plot(records: list[dict[str, Any]], path: str) -> str | None:
     writers = list(dict.fromkeys(r["writer"] for r in rows))
     colors = {"mxsidecar": "tab:green", "tensorboardX": "tab:red", "inline": "tab:orange", "mxboard": "tab:purple"}
     fig, axes = plt.subplots(1, len(profiles), figsize=(6 * len(profiles), 0.9 + 0.75 * len(writers)), squeeze=False)
-    for ax, pname in zip(axes[0], profiles, strict=True):
+    for ax, pname in zip(axes[0], profiles):
         by_writer = {r["writer"]: r for r in rows if r["profile"] == pname}
         names = [w for w in writers if w in by_writer]
         loop = [by_writer[w]["overhead_pct"] for w in names]
@@ -574,7 +574,7 @@ def plot(records: list[dict[str, Any]], path: str) -> str | None:
         color = [colors.get(w.split(":")[0], "tab:gray") for w in names]
         ax.barh(ys - 0.2, loop, height=0.4, color=color, label="training loop")
         ax.barh(ys + 0.2, drain, height=0.4, color=color, alpha=0.4, hatch="//", label="loop + drain")
-        for y, a, b in zip(ys, loop, drain, strict=True):
+        for y, a, b in zip(ys, loop, drain):
             for dy, value in ((-0.2, a), (0.2, b)):
                 ax.annotate(f"{value:+.1f} %", (max(value, 0), y + dy), xytext=(4, 0), textcoords="offset points",
                             va="center", fontsize=8)  # fmt: skip

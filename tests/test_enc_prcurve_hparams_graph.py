@@ -5,6 +5,7 @@ files through its Python loader."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
@@ -333,7 +334,11 @@ def test_hparams_read_by_tensorboards_plugin(tmp_path) -> None:
     write_logdir(str(tmp_path), items)
 
     context = backend_context.Context(tb_context(str(tmp_path)))
-    exp = get_experiment.Handler(request_context(), context, "", api_pb2.GetExperimentRequest()).run()
+    # TensorBoard 2.13 (the newest for Python 3.8) takes no request here; later ones do.
+    extra = (
+        [api_pb2.GetExperimentRequest()] if "request" in inspect.signature(get_experiment.Handler).parameters else []
+    )
+    exp = get_experiment.Handler(request_context(), context, "", *extra).run()
     assert sorted(i.name for i in exp.hparam_infos) == ["bn", "layers", "lr", "opt"]
     assert [m.name.tag for m in exp.metric_infos] == ["accuracy"]
 
@@ -525,7 +530,7 @@ def writer_shapes(sym: Any, **inputs: tuple[int, ...]) -> dict[str, list[int]]:
     """The shapes option as SidecarWriter.add_graph builds it (keys from list_outputs)."""
     internals = sym.get_internals()
     _, shapes, _ = internals.infer_shape_partial(**inputs)
-    return {name: list(s) for name, s in zip(internals.list_outputs(), shapes, strict=True) if s}
+    return {name: list(s) for name, s in zip(internals.list_outputs(), shapes) if s}
 
 
 def nodes_of(g: Any) -> dict[str, Any]:
@@ -714,3 +719,15 @@ def test_encoders_do_not_import_mxnet() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.bool_, np.int64])
+@pytest.mark.parametrize("n", [129, 201, 10_000])
+def test_pr_curve_integer_predictions(tb_pr_table, dtype, n) -> None:
+    """Predictions of 0 and 1 as integers, past 128 thresholds: numpy 2 (NEP 50) refuses
+    int8 * 128, numpy 1 widened it.  The table equals TensorBoard's for the same values
+    as floats (TensorBoard's own ``pb`` hits the same numpy 2 error with int8)."""
+    rng = np.random.default_rng(5)
+    labels = rng.random(300) < 0.5
+    pred = (rng.random(300) < 0.6).astype(dtype)
+    np.testing.assert_array_equal(our_pr_table(labels, pred, n), tb_pr_table(labels, pred.astype(np.float64), n))

@@ -3,8 +3,6 @@ read back through TensorBoard's own histogram migration."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 from conftest import event_files, load_multiplexer, read_events
@@ -45,7 +43,7 @@ def test_default_histogram_invariants(x) -> None:
     assert proto.sum == pytest.approx(float(x.astype(np.float64).sum()), rel=1e-9, abs=1e-6)
     assert proto.bucket[0] > 0 and proto.bucket[-1] > 0  # empty tails trimmed
     empty = [c == 0 for c in proto.bucket]
-    assert not any(a and b for a, b in itertools.pairwise(empty))  # empty runs collapsed
+    assert not any(a and b for a, b in zip(empty, empty[1:]))  # empty runs collapsed
     assert list(proto.bucket_limit) == sorted(proto.bucket_limit)
     assert proto.bucket_limit[-1] >= proto.max or proto.bucket_limit[-1] == DBL_MAX
 
@@ -55,8 +53,9 @@ def test_counts_match_numpy_over_the_same_limits() -> None:
     proto, _ = histogram_pb(x)
     lim = TF_LIMITS.astype(np.float32).astype(np.float64)
     ref = np.bincount(np.searchsorted(lim, x.astype(np.float64), side="right"), minlength=len(lim) + 1)
-    by_limit = dict(zip(np.append(lim, DBL_MAX), ref, strict=True))
-    for limit, count in zip(proto.bucket_limit, proto.bucket, strict=True):
+    by_limit = dict(zip(np.append(lim, DBL_MAX), ref))
+    assert len(proto.bucket_limit) == len(proto.bucket)
+    for limit, count in zip(proto.bucket_limit, proto.bucket):
         if count:
             assert by_limit[limit] == count
 

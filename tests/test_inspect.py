@@ -4,7 +4,6 @@ by hand, for legacy values), damage and truncation, chunk boundaries, the progre
 from __future__ import annotations
 
 import io
-import itertools
 import json
 import os
 import shutil
@@ -368,7 +367,7 @@ def _parse_in_pieces(data: bytes, cuts: list[int]) -> tuple[list, object]:
     got = []
     bounds = [0, *sorted(c % (len(data) + 1) for c in cuts), len(data)]
     try:
-        for a, b in itertools.pairwise(bounds):
+        for a, b in zip(bounds, bounds[1:]):
             got += parser.feed(data[a:b])
         return got, parser.finish()
     except RecordError as e:

@@ -146,7 +146,7 @@ class Recorder:
     def epoch_end(self, epoch: int, symbol: Any, arg_params: Any, aux_params: Any) -> None:
         values = {k: v.asnumpy() for k, v in {**arg_params, **aux_params}.items()}
         group = self.mod._exec_group
-        for name, grads in zip(group.param_names, group.grad_arrays, strict=True):
+        for name, grads in zip(group.param_names, group.grad_arrays):
             values[name + "/grad"] = grads[0].asnumpy()
         self.epochs[epoch] = values
 

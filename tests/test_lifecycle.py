@@ -221,3 +221,19 @@ def test_sidecar_yields_the_cpu_to_training(tmp_path) -> None:
         assert psutil.Process(pid).nice() == min(19, base_nice + 3)
         assert psutil.Process(pid).cpu_affinity() == [cpu]
         assert s["sidecar"]["scheduling"] == f"normal, nice {min(19, base_nice + 3)}, cpus {cpu}"
+
+
+@pytest.mark.parametrize("implementation", [None, "python"])
+def test_stats_name_the_sidecars_protobuf(tmp_path, monkeypatch, implementation) -> None:
+    """The sidecar is the only process that encodes, so stats() says which protobuf it
+    runs; the sidecar inherits PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION like any child."""
+    import google.protobuf
+    from google.protobuf.internal import api_implementation
+
+    if implementation is not None:
+        monkeypatch.setenv("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", implementation)
+    with SidecarWriter(str(tmp_path)) as w:
+        w.add_scalar("x", 1.0, 0)
+        got = w.stats()["sidecar"]["protobuf"]
+    expected = implementation or api_implementation.Type()
+    assert got == {"version": google.protobuf.__version__, "implementation": expected}

@@ -16,9 +16,10 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeAlias, cast
+from typing import Any, Union, cast
 
 import pytest
+import tensorboard
 from google.protobuf import (
     descriptor_pb2,
     descriptor_pool,
@@ -37,6 +38,8 @@ from tensorboard.plugins.hparams import api_pb2 as tb_hparams_api_pb2
 from tensorboard.plugins.hparams import plugin_data_pb2 as tb_hparams_pb2
 from tensorboard.plugins.pr_curve import plugin_data_pb2 as tb_pr_curve_pb2
 from tensorboard.plugins.projector import projector_config_pb2 as tb_projector_pb2
+
+from mxsidecar.proto import _runtime
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PROTO_DIR = REPO_ROOT / "mxsidecar" / "proto"
@@ -92,10 +95,14 @@ OMITTED_FIELDS: dict[str, set[str]] = {
     "tensorboard.GraphDef": {"library", "debug_info"},
 }
 
-# The gencode version must not exceed the oldest runtime we support.
-SUPPORTED_GENCODE = (6, 31)
+# Our .proto files copy TensorBoard 2.21's.  An older TensorBoard (2.13 is the newest
+# for Python 3.8) must know a subset: every field and enum value it has, we have with
+# the same number and type; what it lacks it skips on the wire (proto3 unknown fields).
+# With TensorBoard 2.21 itself the match must be exact.
+REFERENCE_TENSORBOARD = (2, 21)
+OLDER_TENSORBOARD = tuple(int(x) for x in tensorboard.__version__.split(".")[:2]) < REFERENCE_TENSORBOARD
 
-AnyDescriptor: TypeAlias = Descriptor | EnumDescriptor
+AnyDescriptor = Union[Descriptor, EnumDescriptor]
 
 
 def _proto_stems() -> list[str]:
@@ -177,15 +184,34 @@ def test_proto_package_is_ours(stem: str) -> None:
 
 
 @pytest.mark.parametrize("stem", _proto_stems())
-def test_gencode_not_newer_than_oldest_runtime(stem: str) -> None:
+def test_module_is_a_descriptor_built_in_our_pool(stem: str) -> None:
+    """No protoc gencode (it would pin the runtime's version), and every message and
+    enum the .proto declares is in the module's descriptor, in our private pool."""
     source = (PROTO_DIR / f"{stem}_pb2.py").read_text()
-    match = re.search(
-        r"ValidateProtobufRuntimeVersion\(\s*_runtime_version\.Domain\.PUBLIC,"
-        r"\s*(\d+),\s*(\d+),",
-        source,
-    )
-    assert match, "generated module has no runtime version check"
-    assert (int(match[1]), int(match[2])) == SUPPORTED_GENCODE
+    assert "runtime_version" not in source and "_builder" not in source
+    assert "_runtime import load" in source
+    file = _ours(stem).DESCRIPTOR
+    assert file.pool is _runtime.POOL
+    with pytest.raises(KeyError):
+        descriptor_pool.Default().FindFileByName(file.name)
+    declared = re.findall(r"^\s*(?:message|enum)\s+(\w+)", (PROTO_DIR / f"{stem}.proto").read_text(), re.M)
+    built: list[str] = list(file.enum_types_by_name)
+    stack = list(file.message_types_by_name.values())
+    while stack:
+        msg = stack.pop()
+        if msg.GetOptions().map_entry:
+            continue  # map<k, v> fields' synthetic entry messages
+        built.append(msg.name)
+        built.extend(e.name for e in msg.enum_types)
+        stack.extend(msg.nested_types)
+    assert set(declared) == set(built)
+
+
+def test_unusable_runtime_is_one_clear_error() -> None:
+    with pytest.raises(_runtime.ProtobufUnsupported, match=r"protobuf \S+ \(\w+ implementation\).*pip install"):
+        _runtime.load(
+            descriptor_pb2.FileDescriptorProto(name="x.proto", dependency=["no/such.proto"]).SerializeToString(), {}
+        )
 
 
 @pytest.mark.parametrize("ours", OUR_MESSAGES, ids=lambda d: d.full_name)
@@ -196,13 +222,16 @@ def test_message_fields_match_tensorboard(ours: Descriptor) -> None:
     assert ours.GetOptions().map_entry == theirs.GetOptions().map_entry
 
     for field in ours.fields:
+        if OLDER_TENSORBOARD and field.name not in theirs.fields_by_name:
+            continue  # added upstream after this TensorBoard: unknown to it, skipped on the wire
         assert field.name in theirs.fields_by_name, f"{field.full_name} unknown upstream"
         other = theirs.fields_by_name[field.name]
         where = field.full_name
         assert field.number == other.number, where
         assert field.type == other.type, where
         assert _field_proto(field).label == _field_proto(other).label, where
-        assert field.is_packed == other.is_packed, where
+        if hasattr(field, "is_packed"):  # 4.x+; both files are proto3, so packing follows from the type
+            assert field.is_packed == other.is_packed, where
         ours_oneof = field.containing_oneof.name if field.containing_oneof else None
         theirs_oneof = other.containing_oneof.name if other.containing_oneof else None
         assert ours_oneof == theirs_oneof, where
@@ -234,7 +263,11 @@ def test_enum_values_match_tensorboard(ours: EnumDescriptor) -> None:
     theirs = _counterpart(ours)
     assert isinstance(theirs, EnumDescriptor)
     assert ours.name == theirs.name
+    assert set(theirs.values_by_name) <= set(ours.values_by_name)
     for value in ours.values:
+        if OLDER_TENSORBOARD and value.name not in theirs.values_by_name:
+            assert value.number not in theirs.values_by_number, value.name  # no clash
+            continue
         assert value.name in theirs.values_by_name, f"{ours.full_name}.{value.name}"
         assert value.number == theirs.values_by_name[value.name].number, value.name
 
@@ -243,13 +276,30 @@ def test_enum_values_match_tensorboard(ours: EnumDescriptor) -> None:
 
 
 def _dict(msg: Message) -> dict[str, Any]:
-    return cast(dict[str, Any], json_format.MessageToDict(msg, preserving_proto_field_name=True))
+    return cast("dict[str, Any]", json_format.MessageToDict(msg, preserving_proto_field_name=True))
 
 
 def _tb_class(ours: Descriptor) -> type[Message]:
     theirs = _counterpart(ours)
     assert isinstance(theirs, Descriptor)
-    return cast(type[Message], message_factory.GetMessageClass(theirs))
+    return cast("type[Message]", _class_of(theirs))
+
+
+def _class_of(desc: Descriptor) -> Any:
+    """The message class of a descriptor in any pool, on every supported runtime:
+    ``GetMessageClass`` from protobuf 4.21.x on, ``MessageFactory.GetPrototype`` before."""
+    if desc.file.pool is _runtime.POOL:
+        return _runtime.message_class(desc)
+    get = getattr(message_factory, "GetMessageClass", None)
+    if get is not None:
+        return get(desc)
+    return message_factory.MessageFactory(desc.file.pool).GetPrototype(desc)
+
+
+def _is_repeated(field: FieldDescriptor) -> bool:
+    # FieldDescriptor.is_repeated is 4.x+; .label is gone in 7.x.
+    flag = getattr(field, "is_repeated", None)
+    return bool(flag) if flag is not None else field.label == FieldDescriptor.LABEL_REPEATED
 
 
 def _our_class(stem: str, name: str) -> type[Message]:
@@ -262,8 +312,9 @@ def _our_class(stem: str, name: str) -> type[Message]:
 def _scalar(field: FieldDescriptor, *, alt: bool = False) -> Any:
     """A non-default value of the field's type (so proto3 serializes it)."""
     if field.enum_type is not None:
+        # Early values: every TensorBoard since 2.13 has them (later ones add dtypes).
         values = field.enum_type.values
-        return values[-2 if alt and len(values) > 2 else -1].number
+        return values[2 if alt and len(values) > 2 else min(1, len(values) - 1)].number
     t = FieldDescriptor
     if field.type == t.TYPE_STRING:
         return "b" if alt else "a"
@@ -282,14 +333,14 @@ def _touch(msg: Message) -> None:
     """Make a submessage present and set its first singular scalar field."""
     msg.SetInParent()
     for field in msg.DESCRIPTOR.fields:
-        if field.message_type is None and not field.is_repeated:
+        if field.message_type is None and not _is_repeated(field):
             setattr(msg, field.name, _scalar(field))
             return
 
 
 def _set_one_field(msg: Message, field: FieldDescriptor) -> None:
     entry = field.message_type
-    if entry is None and not field.is_repeated:
+    if entry is None and not _is_repeated(field):
         setattr(msg, field.name, _scalar(field))
         return
     target: Any = getattr(msg, field.name)
@@ -300,13 +351,20 @@ def _set_one_field(msg: Message, field: FieldDescriptor) -> None:
             _touch(target[key])
         else:
             target[key] = _scalar(value_field)
-    elif field.is_repeated and entry is not None:
+    elif _is_repeated(field) and entry is not None:
         _touch(target.add())
         _touch(target.add())
-    elif field.is_repeated:
+    elif _is_repeated(field):
         target.extend([_scalar(field), _scalar(field, alt=True)])
     else:
         _touch(target)
+
+
+def _skip_if_newer_than_tensorboard(ours: Descriptor, field_name: str) -> None:
+    theirs = _counterpart(ours)
+    assert isinstance(theirs, Descriptor)
+    if OLDER_TENSORBOARD and field_name not in theirs.fields_by_name:
+        pytest.skip(f"{field_name} was added after tensorboard {tensorboard.__version__}")
 
 
 FIELD_CASES = [
@@ -319,7 +377,8 @@ FIELD_CASES = [
 
 @pytest.mark.parametrize(("ours", "field_name"), FIELD_CASES)
 def test_each_field_survives_ours_to_tensorboard(ours: Descriptor, field_name: str) -> None:
-    msg = message_factory.GetMessageClass(ours)()
+    _skip_if_newer_than_tensorboard(ours, field_name)
+    msg = _class_of(ours)()
     _set_one_field(msg, ours.fields_by_name[field_name])
     wire = msg.SerializeToString()
     assert wire, "sample value was a default and never hit the wire"
@@ -331,13 +390,14 @@ def test_each_field_survives_ours_to_tensorboard(ours: Descriptor, field_name: s
 
 @pytest.mark.parametrize(("ours", "field_name"), FIELD_CASES)
 def test_each_field_survives_tensorboard_to_ours(ours: Descriptor, field_name: str) -> None:
+    _skip_if_newer_than_tensorboard(ours, field_name)
     tb_cls = _tb_class(ours)
     msg = tb_cls()
     _set_one_field(msg, tb_cls.DESCRIPTOR.fields_by_name[field_name])
     wire = msg.SerializeToString()
     assert wire
 
-    parsed = message_factory.GetMessageClass(ours).FromString(wire)
+    parsed = _class_of(ours).FromString(wire)
     assert _dict(parsed) == _dict(msg)
     assert parsed.SerializeToString(deterministic=True) == msg.SerializeToString(deterministic=True)
 
@@ -537,10 +597,14 @@ def test_ours_and_tensorboard_import_in_one_process(first: str) -> None:
         "\n".join(imports)
         + """
 from google.protobuf import descriptor_pool
-pool = descriptor_pool.Default()
-ours = pool.FindMessageTypeByName("mxsidecar.tb.Event")
-theirs = pool.FindMessageTypeByName("tensorboard.Event")
-assert ours is not theirs and ours.file.name != theirs.file.name
+from mxsidecar.proto import _runtime, event_pb2
+import tensorboard.compat.proto.event_pb2 as tb
+ours = _runtime.POOL.FindMessageTypeByName("mxsidecar.tb.Event")
+theirs = descriptor_pool.Default().FindMessageTypeByName("tensorboard.Event")
+assert ours is event_pb2.Event.DESCRIPTOR and theirs is tb.Event.DESCRIPTOR
+assert ours.file.name != theirs.file.name
+ev = event_pb2.Event(step=3, file_version="brain.Event:2")
+assert tb.Event.FromString(ev.SerializeToString()).step == 3
 print("ok")
 """
     )
@@ -561,6 +625,14 @@ def test_clash_would_be_detected() -> None:
         event_pb2.DESCRIPTOR.CopyToProto(clone)
         clone.name = "clash/event.proto"
         clone.package = "tensorboard"
+        # Ours lives in a private pool: point the clone at TensorBoard's own files.
+        clone.dependency[:] = [d.replace("mxsidecar/proto/", "tensorboard/compat/proto/") for d in clone.dependency]
+        stack = list(clone.message_type)
+        while stack:
+            msg = stack.pop()
+            stack.extend(msg.nested_type)
+            for field in msg.field:
+                field.type_name = field.type_name.replace(".mxsidecar.tb.", ".tensorboard.")
         try:
             descriptor_pool.Default().AddSerializedFile(clone.SerializeToString())
         except Exception as exc:

@@ -15,9 +15,8 @@ imports this package.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
 from types import ModuleType
-from typing import NamedTuple
+from typing import Callable, List, NamedTuple
 
 from ..messages import Kind
 from ..proto import summary_pb2
@@ -33,7 +32,7 @@ class Encoded(NamedTuple):
 
 
 # encode(descriptor, array or None) -> [Encoded, ...]
-EncodeFn = Callable[..., list[Encoded]]
+EncodeFn = Callable[..., List[Encoded]]  # typing.List: a run-time alias, and list[...] is 3.9+
 
 _MODULES = {
     Kind.SCALAR: "scalar",

@@ -45,14 +45,14 @@ METADATA = create_summary_metadata()
 
 
 def _is_str_list(x: Any) -> bool:
-    return isinstance(x, list | tuple) and all(isinstance(s, str) for s in x)
+    return isinstance(x, (list, tuple)) and all(isinstance(s, str) for s in x)
 
 
 def _margin_series(where: str, tags: Any) -> list[Sequence[str]]:
     """``[v, lo, hi]`` or ``[[v, lo, hi], ...]`` as a list of triples."""
     if _is_str_list(tags) and len(tags) == 3:
         return [tags]
-    if isinstance(tags, list | tuple) and tags and all(_is_str_list(t) and len(t) == 3 for t in tags):
+    if isinstance(tags, (list, tuple)) and tags and all(_is_str_list(t) and len(t) == 3 for t in tags):
         return list(tags)
     raise ValueError(f"{where}: a Margin chart needs [value_tag, lower_tag, upper_tag] or a list of them, not {tags!r}")
 
@@ -77,7 +77,7 @@ def check_layout(layout: Any) -> None:
             where = f"chart {title!r} of category {category!r}"
             if not isinstance(title, str):
                 raise TypeError(f"chart titles must be strings, not {title!r} (category {category!r})")
-            if not isinstance(chart, list | tuple) or len(chart) != 2 or not isinstance(chart[0], str):
+            if not isinstance(chart, (list, tuple)) or len(chart) != 2 or not isinstance(chart[0], str):
                 raise TypeError(f"{where} must be ['Multiline', [tag_regex, ...]] or ['Margin', [value, lower, upper]]")
             kind, tags = chart[0].lower(), chart[1]
             if kind == "margin":

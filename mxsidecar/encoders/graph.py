@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+import typing
 from typing import Any
 
 from ..messages import Descriptor
@@ -57,7 +57,7 @@ PROTO_VERSION = 0  # the graphs plugin has no content proto; nothing is versione
 RUN_GRAPH_NAME = "__run_graph__"
 VARIABLE_OP = "Variable"
 
-Shapes = Mapping[str, Sequence[Any]]
+Shapes = typing.Mapping[str, typing.Sequence[Any]]  # a run-time alias: collections.abc generics are 3.9+
 
 
 def create_summary_metadata() -> summary_pb2.SummaryMetadata:
@@ -91,11 +91,11 @@ def _owners(nodes: list[dict[str, Any]], inputs: list[list[int]]) -> dict[int, i
 
 def _shape_list(name: str, dims: Any) -> list[list[int]]:
     def is_dims(x: Any) -> bool:
-        return isinstance(x, list | tuple) and all(isinstance(d, int) and not isinstance(d, bool) for d in x)
+        return isinstance(x, (list, tuple)) and all(isinstance(d, int) and not isinstance(d, bool) for d in x)
 
     if is_dims(dims):
         return [list(dims)]
-    if isinstance(dims, list | tuple) and dims and all(is_dims(s) for s in dims):
+    if isinstance(dims, (list, tuple)) and dims and all(is_dims(s) for s in dims):
         return [list(s) for s in dims]
     raise ValueError(f"shape of {name!r} must be a list of ints or a list of them per output, not {dims!r}")
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Union
 
 from google.protobuf import struct_pb2
 
@@ -57,7 +57,7 @@ STATUSES = {
     "RUNNING": plugin_hparams_pb2.STATUS_RUNNING,
 }
 
-HParamValue = bool | int | float | str
+HParamValue = Union[bool, int, float, str]  # a run-time alias: X | Y is 3.10+
 
 
 def create_summary_metadata(data: plugin_hparams_pb2.HParamsPluginData) -> summary_pb2.SummaryMetadata:
@@ -84,7 +84,7 @@ def _data_type(name: str, value: Any) -> plugin_hparams_pb2.DataType:
     # bool before int: True is an int to isinstance
     if isinstance(value, bool):
         return plugin_hparams_pb2.DATA_TYPE_BOOL
-    if isinstance(value, int | float):
+    if isinstance(value, (int, float)):
         if not math.isfinite(value):
             raise ValueError(f"hparam {name!r} is {value}: TensorBoard cannot serialize NaN or Infinity")
         return plugin_hparams_pb2.DATA_TYPE_FLOAT64
@@ -112,7 +112,7 @@ def check_hparams(
     for tag, value in metrics.items():
         if not isinstance(tag, str) or not tag:
             raise TypeError(f"metric tags must be non-empty strings, not {tag!r}")
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"metric {tag!r} must be an int or float, not {type(value).__name__}")
     for name, domain in (domains or {}).items():
         if name not in types:
@@ -127,7 +127,7 @@ def check_hparams(
                 raise TypeError(f"interval of {name!r} needs numbers, got {lo!r} and {hi!r}")
             if lo > hi:
                 raise ValueError(f"interval of {name!r} is empty: min {lo} > max {hi}")
-        elif isinstance(domain, list | tuple):
+        elif isinstance(domain, (list, tuple)):
             if not domain:
                 raise ValueError(f"discrete domain of {name!r} is empty")
             for v in domain:

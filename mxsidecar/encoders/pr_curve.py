@@ -23,7 +23,7 @@ every count into NaN, an empty plot).
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,7 +36,8 @@ PROTO_VERSION = 0
 DEFAULT_NUM_THRESHOLDS = 201  # TensorBoard's
 MINIMUM_COUNT = 1e-7  # TensorBoard's _MINIMUM_COUNT: precision of an empty bucket is 0, not NaN
 
-Array = np.ndarray[Any, Any]
+if TYPE_CHECKING:  # ndarray is subscriptable at run time only from numpy 1.22
+    Array = np.ndarray[Any, Any]
 
 
 @functools.lru_cache(maxsize=64)
@@ -94,6 +95,11 @@ def compute_curve(labels: Array, predictions: Array, num_thresholds: int, weight
         # float16 beyond 2049 thresholds (float32 beyond 2**24 + 1): n - 1 itself rounds,
         # so 1.0 * (n - 1) could land past the last bucket; TensorBoard drops those.
         predictions = predictions.astype(np.float64)
+    elif predictions.dtype.kind in "biu":
+        # Integer predictions (0 or 1) times n - 1: numpy 1.x widened int8 by value,
+        # numpy 2 (NEP 50) raises OverflowError at n > 128.  int64 gives the same
+        # products on both.
+        predictions = predictions.astype(np.int64)
     # Same expression as TensorBoard, so a float32 prediction lands in the bucket that
     # float32 arithmetic puts it in (float32(0.85) * 200 floors to 170, in float64 to 169).
     buckets = np.floor(predictions * (num_thresholds - 1)).astype(np.intp)
