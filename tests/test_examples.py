@@ -51,3 +51,35 @@ def test_tuning_backpressure_quick() -> None:
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "on_full" in out.stdout and "blocked" in out.stdout
+
+
+def test_train_numpy_quick(tmp_path) -> None:
+    """The example for stacks without MXNet (Python 3.12+): every kind but the graph,
+    from numpy arrays, read back by TensorBoard's loader."""
+    out = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", "train_numpy.py"), "--quick", "--logdir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "tensorboard --logdir" in out.stdout
+    (run,) = glob.glob(os.path.join(str(tmp_path), "numpy-*"))
+    mux = load_multiplexer(run)
+    for plugin, tag in [
+        ("scalars", "train/loss"),
+        ("scalars", "val/accuracy"),
+        ("histograms", "weight/grad"),
+        ("images", "data/samples"),
+        ("images", "weights/classes"),  # the video, an animated GIF
+        ("audio", "weights/tone"),
+        ("pr_curves", "val/pr_class0"),
+        ("text", "config"),
+        ("custom_scalars", "custom_scalars__config__"),
+        ("hparams", "_hparams_/session_start_info"),
+    ]:
+        tags = {t for r in mux.PluginRunToTagToContent(plugin).values() for t in r}
+        assert tag in tags, (plugin, tag, sorted(tags)[:10])
+    (loss,) = [e for e in mux.Tensors(".", "train/loss") if e.step == 0]
+    assert loss.tensor_proto.float_val[0] > 1.0  # log(10) at the start, before any learning
+    assert os.path.exists(os.path.join(run, "projector_config.pbtxt"))
