@@ -85,8 +85,8 @@ def _drop_counter(w: Any) -> Callable[[], int] | None:
 
 def _values_in_files(logdir: str) -> Counter[str]:
     """Number of summary values per tag in every event file under ``logdir``."""
-    from mxsidecar.proto import event_pb2
-    from mxsidecar.records import iter_records
+    from mxsidecar.formats.proto import event_pb2
+    from mxsidecar.formats.records import iter_records
 
     counts: Counter[str] = Counter()
     for path in glob.glob(os.path.join(logdir, "**", "events.out.tfevents.*"), recursive=True):

@@ -129,7 +129,7 @@ def run(n: int = 30, repeats: int = 3, writers: tuple[str, ...] = tuple(WRITERS)
 
 def sidecar_histogram(repeats: int = 15) -> list[dict[str, Any]]:
     """The sidecar's encode of a 1M float32 histogram beside numpy's float32 np.histogram."""
-    from mxsidecar.encoders.histogram import TF_LIMITS, histogram_pb
+    from mxsidecar.sidecar.encoders.histogram import TF_LIMITS, histogram_pb
 
     x = np.random.default_rng(1).standard_normal(1_000_000).astype(np.float32)
     edges = TF_LIMITS.astype(np.float32)

@@ -41,8 +41,8 @@ ROOT = os.path.dirname(HERE)
 
 
 def _encode_costs(n: int) -> tuple[float, float]:
-    from mxsidecar.encoders import scalar
-    from mxsidecar.proto import event_pb2
+    from mxsidecar.formats.proto import event_pb2
+    from mxsidecar.sidecar.encoders import scalar
 
     def with_protobuf(i: int) -> bytes:
         ev = event_pb2.Event(wall_time=1.7e9, step=i)
@@ -64,7 +64,7 @@ def measure(quick: bool) -> dict[str, Any]:
     import numpy as np
 
     from mxsidecar import SidecarWriter
-    from mxsidecar.proto import _runtime
+    from mxsidecar.formats.proto import _runtime
 
     sys.path.insert(0, HERE)
     from common import time_calls

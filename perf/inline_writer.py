@@ -6,7 +6,7 @@ of an NDArray (which waits for it and for everything it depends on), the histogr
 (``np.histogram`` over TensorFlow's 1,548 default buckets, as mxboard's
 ``_make_histogram``), the image grid and its PNG (Pillow, default compression; a
 one-channel image tripled into RGB, as mxboard's ``make_image_grid`` does), the
-protobuf (``mxsidecar.proto``), the TFRecord framing (``mxsidecar.records.frame``) and
+protobuf (``mxsidecar.formats.proto``), the TFRecord framing (``mxsidecar.formats.records.frame``) and
 the ``write`` into a buffered event file, flushed at :meth:`close`.
 
 ``add_audio`` (a WAV by the ``wave`` module, mxboard's way), ``add_text`` (the text
@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from mxsidecar.proto import event_pb2, histogram_pb2, plugin_text_pb2, projector_config_pb2, summary_pb2
-from mxsidecar.records import frame
+from mxsidecar.formats.proto import event_pb2, histogram_pb2, plugin_text_pb2, projector_config_pb2, summary_pb2
+from mxsidecar.formats.records import frame
 
 __all__ = ["DEFAULT_BINS", "InlineWriter"]
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from mxsidecar.arena import SHM_DIR, segment_name_prefix
-from mxsidecar.records import iter_records
+from mxsidecar.formats.records import iter_records
+from mxsidecar.wire.arena import SHM_DIR, segment_name_prefix
 
 
 def our_segments() -> list[str]:
@@ -41,7 +41,7 @@ def wait_until(pred, timeout: float = 10.0, interval: float = 0.02) -> bool:
 
 def _open_writers() -> tuple[set[int], set[str]]:
     """Sidecar pids and segments of writers still open (a module-scoped fixture's)."""
-    from mxsidecar import pipeline
+    from mxsidecar.training import pipeline
 
     live = list(pipeline._live)
     return {p.supervisor.pid for p in live}, {os.path.join(SHM_DIR, p.arena.name) for p in live}

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mxsidecar.arena import ALIGN, Arena, SpanAllocator, segment_name_prefix
+from mxsidecar.wire.arena import ALIGN, Arena, SpanAllocator, segment_name_prefix
 
 
 def test_first_fit_reuses_lowest_address() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mxsidecar.backpressure import FlowControl
 from mxsidecar.errors import BackpressureTimeout
+from mxsidecar.training.backpressure import FlowControl
 
 
 class FakeClock:

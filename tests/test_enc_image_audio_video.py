@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mxsidecar.encoders import audio, image, video
-from mxsidecar.messages import Descriptor, Kind, Op
-from mxsidecar.proto import plugin_audio_pb2, plugin_image_pb2, summary_pb2
+from mxsidecar.formats.proto import plugin_audio_pb2, plugin_image_pb2, summary_pb2
+from mxsidecar.sidecar.encoders import audio, image, video
+from mxsidecar.wire.descriptors import Descriptor, Kind, Op
 
 RNG = np.random.default_rng(1234)
 FLOATS = [np.float16, np.float32, np.float64]

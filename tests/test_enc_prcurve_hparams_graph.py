@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mxsidecar.encoders import Encoded, custom_scalars, graph, hparams, pr_curve
-from mxsidecar.events import EventFile
-from mxsidecar.messages import Descriptor, Kind, Op
-from mxsidecar.proto import event_pb2, summary_pb2
+from mxsidecar.formats.proto import event_pb2, summary_pb2
+from mxsidecar.sidecar.encoders import Encoded, custom_scalars, graph, hparams, pr_curve
+from mxsidecar.sidecar.output.event_file import EventFile
+from mxsidecar.wire.descriptors import Descriptor, Kind, Op
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -713,8 +713,8 @@ def test_encoders_do_not_import_mxnet() -> None:
     import subprocess
 
     code = (
-        "import sys; import mxsidecar.encoders.graph, mxsidecar.encoders.hparams, "
-        "mxsidecar.encoders.pr_curve, mxsidecar.encoders.custom_scalars; "
+        "import sys; import mxsidecar.sidecar.encoders.graph, mxsidecar.sidecar.encoders.hparams, "
+        "mxsidecar.sidecar.encoders.pr_curve, mxsidecar.sidecar.encoders.custom_scalars; "
         "print(any(m.split('.')[0] == 'mxnet' for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60)

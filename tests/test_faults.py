@@ -19,8 +19,8 @@ import pytest
 from conftest import event_files, load_multiplexer, read_events, tensor_values, wait_until
 
 from mxsidecar import MxSidecarError, SidecarError, SidecarWriter
-from mxsidecar.faults import ENV
-from mxsidecar.records import TruncatedRecord, iter_records
+from mxsidecar.formats.records import TruncatedRecord, iter_records
+from mxsidecar.sidecar.faults import ENV
 
 pytestmark = pytest.mark.timeout(90)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,7 +41,7 @@ def intact(logdir: str) -> dict[str, list[int]]:
         except TruncatedRecord as exc:  # tolerated only at the very end (TensorBoard's rule)
             assert [r for r in iter_records(data, strict=False)][-1].offset < exc.offset
         for rec in iter_records(data, strict=False):
-            from mxsidecar.proto import event_pb2
+            from mxsidecar.formats.proto import event_pb2
 
             ev = event_pb2.Event.FromString(rec.data)
             for v in ev.summary.value:

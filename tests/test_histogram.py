@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from mxsidecar import SidecarWriter
-from mxsidecar.encoders.histogram import DBL_MAX, TF_LIMITS, histogram_pb, tf_bucket_index
+from mxsidecar.sidecar.encoders.histogram import DBL_MAX, TF_LIMITS, histogram_pb, tf_bucket_index
 
 pytestmark = pytest.mark.timeout(120)
 

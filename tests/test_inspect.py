@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import mxsidecar.inspect as mxinspect
 from mxsidecar import SidecarWriter
-from mxsidecar import inspect as mxinspect
 from mxsidecar.__main__ import main
-from mxsidecar.proto import event_pb2, summary_pb2, types_pb2
-from mxsidecar.records import RecordError, frame, iter_records
+from mxsidecar.formats.proto import event_pb2, summary_pb2, types_pb2
+from mxsidecar.formats.records import RecordError, frame, iter_records
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -490,7 +490,7 @@ def test_command_line_in_a_subprocess(written) -> None:
     assert "\r" not in out and "inspect [" not in out
     report = json.loads(out)
     assert report["summary"]["files"] == 3 and report["exit_status"] == 0
-    size = mxinspect._human(report["summary"]["bytes"])
+    size = mxinspect.reporting._human(report["summary"]["bytes"])
     assert err.startswith("\rinspect [") and err.endswith(f"] 100% {size} / {size}\n")
 
 

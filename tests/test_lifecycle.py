@@ -74,7 +74,7 @@ def test_exception_inside_with_block_still_closes(tmp_path) -> None:
 
 
 def test_close_fsyncs(tmp_path, monkeypatch) -> None:
-    from mxsidecar import events
+    from mxsidecar.sidecar.output import event_file as events
 
     synced: list[int] = []
     monkeypatch.setattr(events.os, "fsync", lambda fd: synced.append(fd))
@@ -145,7 +145,8 @@ def test_sidecar_survives_sigint_to_the_group(tmp_path) -> None:
 
 
 def test_completion_thread_failure_is_an_error_not_a_hang(tmp_path, monkeypatch) -> None:
-    from mxsidecar import MxSidecarError, capture
+    from mxsidecar import MxSidecarError
+    from mxsidecar.training import capture
 
     real = capture.pack_descriptor
 

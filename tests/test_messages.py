@@ -5,8 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mxsidecar.channel import FrameDecoder, encode_frames
-from mxsidecar.messages import (
+from mxsidecar.wire.descriptors import (
     DTYPE_CODES,
     Descriptor,
     ErrorReport,
@@ -18,6 +17,7 @@ from mxsidecar.messages import (
     decode_reply,
     pack_descriptor,
 )
+from mxsidecar.wire.framing import FrameDecoder, encode_frames
 
 texts = st.text(max_size=40)
 descriptors = st.builds(

@@ -18,9 +18,11 @@ from PIL import Image
 from tensorboard.plugins.projector import projector_config_pb2 as tb_config_pb2
 from tensorboard.plugins.projector import projector_plugin
 
-from mxsidecar import projector
-from mxsidecar.events import EventFile
-from mxsidecar.messages import Descriptor, Kind, Op
+from mxsidecar.sidecar.encoders import embedding
+from mxsidecar.sidecar.output import projector
+from mxsidecar.sidecar.output.event_file import EventFile
+from mxsidecar.sidecar.output.storage import LocalDirectory
+from mxsidecar.wire.descriptors import Descriptor, Kind, Op
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -43,7 +45,7 @@ def desc(
 
 
 def write(logdir: Any, d: Descriptor, **data: Any) -> list[str]:
-    return projector.write_embedding(str(logdir), d, data)
+    return projector.write_embedding(LocalDirectory(str(logdir)), "", d, data)
 
 
 def tb_config(logdir: Any) -> tb_config_pb2.ProjectorConfig:
@@ -169,7 +171,7 @@ def test_matrix_shape_is_checked(tmp_path: Any, shape: tuple[int, ...]) -> None:
     with pytest.raises(ValueError):
         write(tmp_path, desc(), mat=np.zeros((2, 2), np.complex64))
     with pytest.raises(ValueError):
-        projector.write_embedding(str(tmp_path), desc(), {})
+        projector.write_embedding(LocalDirectory(str(tmp_path)), "", desc(), {})
 
 
 # -- metadata -----------------------------------------------------------------------
@@ -220,10 +222,10 @@ def test_tabs_and_line_breaks_in_labels_stay_in_their_row(tmp_path: Any) -> None
 def test_blank_rows_are_not_skipped_by_the_frontend(tmp_path: Any) -> None:
     write(tmp_path, desc(labels=["x", "", "  ", "\ufeff", None, "y"]), mat=np.zeros((6, 2)))
     _, rows = frontend_rows(metadata_text(tmp_path))
-    assert [r[0] for r in rows] == ["x"] + [projector.BLANK_LABEL] * 4 + ["y"]
+    assert [r[0] for r in rows] == ["x"] + [embedding.BLANK_LABEL] * 4 + ["y"]
     write(tmp_path, desc("multi", labels=[["a", "b"], ["", " "], [None, "c"]]), mat=np.zeros((3, 2)))
     _, rows = frontend_rows(metadata_text(tmp_path, "multi:00003"))
-    assert rows == [["a", "b"], [projector.BLANK_LABEL, " "], [None, "c"]]
+    assert rows == [["a", "b"], [embedding.BLANK_LABEL, " "], [None, "c"]]
 
 
 def test_label_arrays(tmp_path: Any) -> None:
@@ -260,7 +262,7 @@ def test_bad_labels_are_refused_before_anything_is_written(
     if array is not None:
         data["labels"] = array
     with pytest.raises(ValueError, match=match):
-        projector.write_embedding(str(tmp_path), desc(labels=labels, header=header), data)
+        projector.write_embedding(LocalDirectory(str(tmp_path)), "", desc(labels=labels, header=header), data)
     assert os.listdir(tmp_path) == []
 
 
@@ -459,9 +461,10 @@ class Crash(Exception):
     pass
 
 
-def crash_on(monkeypatch: pytest.MonkeyPatch, name: str, nth: int = 1) -> None:
-    """Make the ``nth`` call of projector.``name`` die, as a killed sidecar would."""
-    real: Callable[..., Any] = getattr(projector, name)
+def crash_on(monkeypatch: pytest.MonkeyPatch, where: Any, name: str, nth: int = 1) -> None:
+    """Make the ``nth`` call of ``where.name`` die, as a killed sidecar would: the
+    projector's config write, or the storage's ``write_file`` (every file goes through it)."""
+    real: Callable[..., Any] = getattr(where, name)
     calls = [0]
 
     def dying(*args: Any, **kwargs: Any) -> Any:
@@ -470,13 +473,13 @@ def crash_on(monkeypatch: pytest.MonkeyPatch, name: str, nth: int = 1) -> None:
             raise Crash(name)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(projector, name, dying)
+    monkeypatch.setattr(where, name, staticmethod(dying) if isinstance(where, type) else dying)
 
 
 def test_crash_before_the_config_leaves_it_naming_no_new_files(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     write(tmp_path, desc("before"), mat=np.zeros((2, 2)))
     before = (tmp_path / projector.CONFIG_NAME).read_bytes()
-    crash_on(monkeypatch, "_write_config")
+    crash_on(monkeypatch, projector, "_write_config")
     with pytest.raises(Crash):
         write(tmp_path, desc("new"), mat=np.zeros((2, 2)), labels=np.arange(2))
     assert (tmp_path / projector.CONFIG_NAME).read_bytes() == before
@@ -488,7 +491,7 @@ def test_crash_between_files_never_leaves_a_half_embedding_named(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch, nth: int
 ) -> None:
     write(tmp_path, desc(), mat=np.zeros((3, 2)), labels=np.arange(3), images=np.zeros((3, 1, 2, 2), np.uint8))
-    crash_on(monkeypatch, "_write_file", nth)
+    crash_on(monkeypatch, LocalDirectory, "write_file", nth)
     # A re-log with a different N: old and new files mixed would not even agree in length.
     with pytest.raises(Crash):
         write(tmp_path, desc(), mat=np.ones((5, 2)), labels=np.arange(5), images=np.ones((5, 1, 2, 2), np.uint8))
@@ -506,13 +509,13 @@ def test_crash_between_files_never_leaves_a_half_embedding_named(
 def test_a_file_cut_short_never_replaces_the_old_one(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     mat = RNG.standard_normal((3, 2)).astype(np.float32)
     write(tmp_path, desc(), mat=mat)
-    real = projector._tsv_chunks
+    real = embedding.tsv_chunks
 
     def dies_midway(m: np.ndarray) -> Any:
         yield next(real(m))[:5]
         raise Crash("disk gone")
 
-    monkeypatch.setattr(projector, "_tsv_chunks", dies_midway)
+    monkeypatch.setattr(embedding, "tsv_chunks", dies_midway)
     with pytest.raises(Crash):
         write(tmp_path, desc(), mat=np.zeros((3, 2)))
     assert sorted(os.listdir(tmp_path / "00003" / "emb")) == ["tensors.tsv"]

@@ -41,7 +41,7 @@ from hypothesis.extra import numpy as hnp
 
 from mxsidecar import SidecarWriter
 from mxsidecar.errors import MxSidecarError
-from mxsidecar.records import iter_records
+from mxsidecar.formats.records import iter_records
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::RuntimeWarning"),  # refusals are counted (notices), not warned about here
@@ -756,7 +756,7 @@ def embedding_args(draw: Any) -> dict[str, Any]:
 def _projector_entry(logdir: str, name: str) -> Any:
     from google.protobuf import text_format
 
-    from mxsidecar.proto import projector_config_pb2
+    from mxsidecar.formats.proto import projector_config_pb2
 
     config = projector_config_pb2.ProjectorConfig()
     with open(os.path.join(logdir, "projector_config.pbtxt"), encoding="utf-8") as f:

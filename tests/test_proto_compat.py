@@ -1,4 +1,4 @@
-"""mxsidecar.proto must stay wire-compatible with TensorBoard's own messages.
+"""mxsidecar.formats.proto must stay wire-compatible with TensorBoard's own messages.
 
 TensorBoard reads our event files with its own generated classes, so the only
 contract is the wire format (plus field names, for the text-format projector
@@ -39,10 +39,10 @@ from tensorboard.plugins.hparams import plugin_data_pb2 as tb_hparams_pb2
 from tensorboard.plugins.pr_curve import plugin_data_pb2 as tb_pr_curve_pb2
 from tensorboard.plugins.projector import projector_config_pb2 as tb_projector_pb2
 
-from mxsidecar.proto import _runtime
+from mxsidecar.formats.proto import _runtime
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-PROTO_DIR = REPO_ROOT / "mxsidecar" / "proto"
+PROTO_DIR = REPO_ROOT / "mxsidecar" / "formats" / "proto"
 
 # Our proto module -> (tensorboard modules holding the counterparts, the proto
 # package those counterparts live in).
@@ -110,7 +110,7 @@ def _proto_stems() -> list[str]:
 
 
 def _ours(stem: str) -> ModuleType:
-    return importlib.import_module(f"mxsidecar.proto.{stem}_pb2")
+    return importlib.import_module(f"mxsidecar.formats.proto.{stem}_pb2")
 
 
 def _walk(desc: Descriptor) -> Iterator[AnyDescriptor]:
@@ -179,7 +179,7 @@ def test_every_proto_is_generated_and_mapped() -> None:
 @pytest.mark.parametrize("stem", _proto_stems())
 def test_proto_package_is_ours(stem: str) -> None:
     file = _ours(stem).DESCRIPTOR
-    assert file.name == f"mxsidecar/proto/{stem}.proto"
+    assert file.name == f"mxsidecar/formats/proto/{stem}.proto"
     assert file.package == "mxsidecar.tb" or file.package.startswith("mxsidecar.tb.")
 
 
@@ -584,7 +584,7 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-_IMPORT_OURS = "\n".join(f"import mxsidecar.proto.{stem}_pb2" for stem in _proto_stems())
+_IMPORT_OURS = "\n".join(f"import mxsidecar.formats.proto.{stem}_pb2" for stem in _proto_stems())
 _IMPORT_THEIRS = "\n".join(f"import {module}" for modules, _ in COUNTERPARTS.values() for module in modules)
 
 
@@ -597,7 +597,7 @@ def test_ours_and_tensorboard_import_in_one_process(first: str) -> None:
         "\n".join(imports)
         + """
 from google.protobuf import descriptor_pool
-from mxsidecar.proto import _runtime, event_pb2
+from mxsidecar.formats.proto import _runtime, event_pb2
 import tensorboard.compat.proto.event_pb2 as tb
 ours = _runtime.POOL.FindMessageTypeByName("mxsidecar.tb.Event")
 theirs = descriptor_pool.Default().FindMessageTypeByName("tensorboard.Event")
@@ -619,14 +619,15 @@ def test_clash_would_be_detected() -> None:
         """
         import tensorboard.compat.proto.event_pb2
         from google.protobuf import descriptor_pb2, descriptor_pool
-        from mxsidecar.proto import event_pb2
+        from mxsidecar.formats.proto import event_pb2
 
         clone = descriptor_pb2.FileDescriptorProto()
         event_pb2.DESCRIPTOR.CopyToProto(clone)
         clone.name = "clash/event.proto"
         clone.package = "tensorboard"
         # Ours lives in a private pool: point the clone at TensorBoard's own files.
-        clone.dependency[:] = [d.replace("mxsidecar/proto/", "tensorboard/compat/proto/") for d in clone.dependency]
+        ours, theirs = "mxsidecar/formats/proto/", "tensorboard/compat/proto/"
+        clone.dependency[:] = [d.replace(ours, theirs) for d in clone.dependency]
         stack = list(clone.message_type)
         while stack:
             msg = stack.pop()

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mxsidecar.records import RecordError, TruncatedRecord, frame, iter_records, masked_crc32c
+from mxsidecar.formats.records import RecordError, TruncatedRecord, frame, iter_records, masked_crc32c
 
 
 @given(st.binary(max_size=4096))

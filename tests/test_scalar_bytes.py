@@ -16,7 +16,7 @@ from tensorboard.compat.proto import summary_pb2 as tb_summary_pb2
 from tensorboard.compat.proto import types_pb2 as tb_types_pb2
 from tensorboard.plugins.scalar import metadata as tb_scalar_metadata
 
-from mxsidecar.encoders.scalar import event_bytes
+from mxsidecar.sidecar.encoders.scalar import event_bytes
 
 INT64_MAX = 2**63 - 1
 

@@ -1,0 +1,123 @@
+"""The sidecar as a process: its command line, its scheduling, its signals, its exit.
+
+``python -m mxsidecar.sidecar --fd N --arena NAME --logdir DIR ...`` (see
+``training/supervisor.py``, which starts it) lowers its own priority first (invariant
+9), attaches to the trainer's shared memory, and runs :class:`~.loop.Sidecar` until
+CLOSE, EOF or the parent's death.  Its exit says how it ended:
+
+* 0: closed, or the trainer died and everything received was written;
+* 1: an exception, whose traceback went to the trainer first (an ``ErrorReport``);
+* a signal: SIGTERM is turned into a clean exit (files closed, the arena left to its
+  owner); SIGINT is ignored, because Ctrl-C reaches the whole process group and the
+  trainer decides what happens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import os
+import signal
+import socket
+import sys
+import traceback
+
+from ..wire.arena import Arena
+from ..wire.descriptors import ErrorReport
+from ..wire.framing import Channel, ChannelClosed
+from .loop import Sidecar
+
+__all__ = ["main"]
+
+
+class _Terminated(Exception):
+    """Raised by the SIGTERM handler to leave the loop through the cleanup path."""
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m mxsidecar.sidecar", description=__doc__.split("\n")[0])
+    p.add_argument("--fd", type=int, required=True, help="inherited socket descriptor")
+    p.add_argument("--arena", required=True, help="shared-memory segment name")
+    p.add_argument("--logdir", required=True)
+    p.add_argument("--flush-secs", type=float, default=120.0)
+    p.add_argument("--suffix", default="")
+    p.add_argument("--file-index", type=int, default=0)
+    p.add_argument("--ppid", type=int, required=True)
+    p.add_argument("--parent-ctime", type=float, default=0.0)
+    p.add_argument("--nice", type=int, default=10)
+    p.add_argument("--cpus", default="", help="comma-separated CPU ids to pin to")
+    p.add_argument("--sched-idle", action="store_true", help="Linux SCHED_IDLE: run only when a CPU is idle")
+    return p.parse_args(argv)
+
+
+def _lower_priority(nice: int, cpus: str, sched_idle: bool) -> str:
+    """Invariant 9: training wins every CPU contention; we use the gaps.  Returns the
+    scheduling actually in effect, for ``stats()``.
+
+    Called first thing in ``main``, while this is the only thread: on Linux both the
+    niceness and the policy belong to a thread, and threads started later inherit them.
+
+    Why SCHED_IDLE beyond nice: a nice-10 sidecar still takes its ~10 % share, and an
+    MXNet engine or OpenMP thread that wakes while it runs waits for the scheduler's
+    wake-up granularity (milliseconds) before it preempts it; a training step is a chain
+    of such short wake-ups.  Under SCHED_IDLE any normal thread that wakes preempts the
+    sidecar at once (``perf/bench_steptime.py --diagnose``: heavy profile +7 % step time
+    against +15 % at nice 10 and +18 % at nice 19 on 2 cores).  The cost: while the
+    trainer keeps every core busy the sidecar barely runs, its backlog grows, and
+    ``on_full`` decides; a trainer that waits (``flush()``, a full queue, a data loader)
+    lets it run at full speed.
+    """
+    if nice:
+        try:
+            os.nice(nice)
+        except OSError:
+            pass
+    policy = "normal"
+    if sched_idle and hasattr(os, "SCHED_IDLE"):
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            policy = "idle"
+        except OSError:  # not permitted (a seccomp profile, say): nice alone applies
+            pass
+    if cpus:
+        import psutil
+
+        psutil.Process().cpu_affinity([int(c) for c in cpus.split(",")])
+    return f"{policy}, nice {os.getpriority(os.PRIO_PROCESS, 0)}" + (f", cpus {cpus}" if cpus else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    faulthandler.enable()  # a segfault still leaves a traceback on stderr
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def _on_term(signum: int, frame: object) -> None:
+        raise _Terminated()
+
+    signal.signal(signal.SIGTERM, _on_term)
+    channel = Channel(socket.socket(fileno=args.fd))
+    sidecar: Sidecar | None = None
+    try:
+        scheduling = _lower_priority(args.nice, args.cpus, args.sched_idle)
+        arena = Arena.attach(args.arena)
+        sidecar = Sidecar(channel, arena, args, scheduling)
+        sidecar.run()
+        sidecar._report()
+        return 0
+    except _Terminated:
+        if sidecar is not None:
+            sidecar.close_all()
+        return 0
+    except BaseException:
+        tb = traceback.format_exc()
+        try:
+            if sidecar is not None:
+                sidecar.close_all()  # keep what was written up to the failure
+        except BaseException:
+            tb += "\nwhile closing event files:\n" + traceback.format_exc()
+        try:
+            channel.send([ErrorReport(tb).pack()])
+        except (ChannelClosed, OSError):
+            pass
+        sys.stderr.write(tb)
+        return 1
