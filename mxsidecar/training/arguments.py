@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import numbers
 import os
-import re
 from typing import Any, cast
 
 import numpy as np
@@ -34,8 +33,6 @@ MAX_TAG_BYTES = 4096
 # event file's name must stay under PATH_MAX (4096), so a whole name gets a quarter.
 MAX_NAME_PART_BYTES = 255
 MAX_RUN_NAME_BYTES = 1024
-MAX_BINS = 10_000  # tensorboardX#1: bins='auto' once asked numpy for 66 billion
-BIN_RULES = ("auto", "fd", "doane", "scott", "stone", "rice", "sturges", "sqrt")
 # dtypes an array may travel as (messages.DTYPE_CODES); others are refused here.
 ARRAY_DTYPES = frozenset(
     ["float16", "float32", "float64", "uint8", "int8", "int16", "int32", "int64", "bool", "uint16", "uint32", "uint64"]
@@ -43,7 +40,7 @@ ARRAY_DTYPES = frozenset(
 INT64_MAX = (1 << 63) - 1
 
 
-def _short(value: Any) -> str:
+def short_repr(value: Any) -> str:
     """``repr(value)``, cut: a 10**400 in a message should not be 400 digits."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -116,7 +113,7 @@ def check_walltime(walltime: Any, name: str = "walltime") -> float:
     try:
         value = float(walltime)
     except OverflowError:
-        raise ValueError(f"{name} must be finite and >= 0, got {_short(walltime)}") from None
+        raise ValueError(f"{name} must be finite and >= 0, got {short_repr(walltime)}") from None
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be finite and >= 0, got {walltime!r}")
     return value
@@ -172,7 +169,7 @@ def check_positive(value: Any, name: str, *, integer: bool = False, allow_none: 
     try:
         number = float(value)
     except OverflowError:
-        raise ValueError(f"{name} must be a finite number > 0, got {_short(value)}") from None
+        raise ValueError(f"{name} must be a finite number > 0, got {short_repr(value)}") from None
     if not number > 0 or not math.isfinite(number):
         raise ValueError(f"{name} must be > 0, got {value!r}")
     return int(value) if integer else number
@@ -201,40 +198,33 @@ def check_array(value: Any, name: str, *, min_size: int = 1) -> np.ndarray[Any, 
     return arr
 
 
-def check_bins(bins: Any, name: str = "bins") -> Any:
-    """'default', a numpy rule name, an int in [1, MAX_BINS], or increasing finite edges."""
-    if isinstance(bins, str):
-        if bins == "default" or bins in BIN_RULES:
-            return bins
-        raise ValueError(f"{name} must be 'default', an int, a sequence of edges or one of {BIN_RULES}, got {bins!r}")
-    if isinstance(bins, (int, np.integer)) and not isinstance(bins, bool):
-        if not 1 <= bins <= MAX_BINS:
-            raise ValueError(f"{name} must be from 1 to {MAX_BINS}, got {bins}")
-        return int(bins)
-    if isinstance(bins, (list, tuple, np.ndarray)):
-        try:
-            edges = np.asarray(bins, dtype=np.float64) if len(bins) else np.zeros(0)
-        except OverflowError:
-            raise ValueError(f"{name} as edges must be finite numbers, got {_short(bins)}") from None
-        if edges.ndim != 1 or not 2 <= edges.size <= MAX_BINS + 1:
-            raise ValueError(f"{name} as edges must be a flat sequence of 2 to {MAX_BINS + 1} numbers, got {bins!r}")
-        if not np.all(np.isfinite(edges)) or not np.all(np.diff(edges) > 0):
-            raise ValueError(f"{name} as edges must be finite and strictly increasing, got {bins!r}")
-        return [float(e) for e in edges]
-    raise TypeError(f"{name} must be 'default', an int, a sequence of edges or a rule name, got {type(bins).__name__}")
-
-
-def check_histogram_values(arr: np.ndarray[Any, Any], name: str = "values") -> None:
-    """At least one finite value in a numpy array: NaN and Inf are left out of the
-    buckets, so an array of nothing else leaves nothing to draw (the sidecar refuses it)."""
-    if arr.dtype.kind == "f" and arr.size and not np.isfinite(arr).any():
-        raise ValueError(f"{name} must hold at least one finite value, got only NaN/Inf (shape {arr.shape})")
-
-
 # -- images, audio, video -------------------------------------------------------
 
+
+def check_unit_range(arr: np.ndarray[Any, Any], name: str, lo: float, hi: float) -> None:
+    """Values of a float numpy array within [lo, hi] (NaN fails): checked here, in the
+    caller, because host memory can be read without a sync (invariant 5)."""
+    if arr.dtype.kind == "f" and arr.size:
+        a_min, a_max = float(np.min(arr)), float(np.max(arr))
+        if not (lo <= a_min and a_max <= hi):  # NaN compares False
+            raise ValueError(f"{name} of dtype {arr.dtype} must hold values in [{lo:g}, {hi:g}], "
+                             f"got min {a_min:g}, max {a_max:g}")  # fmt: skip
+
+
+# -- scalars groups, hparams, custom scalars -----------------------------------------
+
+
+# -- embeddings ---------------------------------------------------------------------
+
+
+# -- image-like arrays: images, video frames, sprite thumbnails ---------------------------
+
 DATAFORMATS = ("CHW", "HWC", "HW", "NCHW", "NHWC")
+
+
 _BY_RANK = {2: "HW", 3: "CHW", 4: "NCHW"}  # mxboard's convention when no format is given
+
+
 IMAGE_DTYPES = frozenset(["float16", "float32", "float64", "uint8"])
 
 
@@ -258,217 +248,6 @@ def check_dataformats(dataformats: Any, shape: tuple[int, ...], name: str = "ima
     return str(dataformats)
 
 
-def check_unit_range(arr: np.ndarray[Any, Any], name: str, lo: float, hi: float) -> None:
-    """Values of a float numpy array within [lo, hi] (NaN fails): checked here, in the
-    caller, because host memory can be read without a sync (invariant 5)."""
-    if arr.dtype.kind == "f" and arr.size:
-        a_min, a_max = float(np.min(arr)), float(np.max(arr))
-        if not (lo <= a_min and a_max <= hi):  # NaN compares False
-            raise ValueError(f"{name} of dtype {arr.dtype} must hold values in [{lo:g}, {hi:g}], "
-                             f"got min {a_min:g}, max {a_max:g}")  # fmt: skip
-
-
 def check_image_dtype(dtype: str, name: str) -> None:
     if dtype not in IMAGE_DTYPES:
         raise TypeError(f"{name} must be float (values in [0, 1]) or uint8, got dtype {dtype}")
-
-
-def audio_layout(shape: tuple[int, ...], name: str = "audio") -> str:
-    """'frames' ([frames] or [frames, channels]) or 'channels_first' ([channels, frames])."""
-    dims = [d for d in shape if d != 1] or [1]
-    if len(dims) == 1:
-        return "frames"
-    if len(dims) == 2:
-        squeezed = tuple(dims)
-        if squeezed[1] == 2:
-            return "frames"
-        if squeezed[0] == 2:
-            return "channels_first"
-    raise ValueError(f"{name} must be mono [frames] or stereo [frames, 2] / [2, frames] (after squeezing "
-                     f"dimensions of size 1), got shape {shape}")  # fmt: skip
-
-
-# The WAV header holds the byte rate, sample_rate * channels * 2 bytes, in a u32.
-MAX_SAMPLE_RATE = (2**32 - 1) // 4
-
-
-def check_sample_rate(sample_rate: Any, name: str = "sample_rate") -> int:
-    if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, np.integer)):
-        raise TypeError(f"{name} must be an int from 1 to {MAX_SAMPLE_RATE}, got {type(sample_rate).__name__}")
-    if not 1 <= sample_rate <= MAX_SAMPLE_RATE:
-        raise ValueError(f"{name} must be from 1 to {MAX_SAMPLE_RATE} (a WAV header holds rate * 4 bytes "
-                         f"of stereo 16-bit samples in a u32), got {_short(sample_rate)}")  # fmt: skip
-    return int(sample_rate)
-
-
-MIN_FPS = 1e-6  # GIF delays stop at 655.35 s a frame (any fps below 1/655.35 plays the same)
-
-
-def check_fps(fps: Any, name: str = "fps") -> float:
-    """A positive frame rate; tiny ones would overflow the GIF delay's arithmetic."""
-    rate = float(check_positive(fps, name))
-    if rate < MIN_FPS:
-        raise ValueError(f"{name} must be at least {MIN_FPS:g} (a GIF frame lasts at most 655.35 s), got {fps!r}")
-    return rate
-
-
-MAX_GIF_PX = 65535  # a GIF's logical screen is u16 x u16
-
-
-def check_video_size(shape: tuple[int, ...], name: str = "vid_tensor") -> None:
-    """(N, T, C, H, W): the grid of N frames (2 px gaps, ceil(sqrt(N)) columns) fits a GIF."""
-    n, _, _, h, w = shape
-    ncols = math.ceil(math.sqrt(n))
-    nrows = math.ceil(n / ncols)
-    height, width = (h, w) if n == 1 else (nrows * (h + 2) + 2, ncols * (w + 2) + 2)
-    if height > MAX_GIF_PX or width > MAX_GIF_PX:
-        raise ValueError(f"{name} of shape {shape} makes GIF frames of {width}x{height} px; "
-                         f"a GIF is at most {MAX_GIF_PX} px a side")  # fmt: skip
-
-
-# -- scalars groups, hparams, custom scalars -----------------------------------------
-
-HPARAM_TYPES = (bool, int, float, str)
-
-
-def check_hparams(hparams: Any, name: str = "hparam_dict") -> dict[str, Any]:
-    if not isinstance(hparams, dict) or not hparams:
-        raise TypeError(f"{name} must be a non-empty dict of str to bool, int, float or str")
-    out: dict[str, Any] = {}
-    for k, value in hparams.items():
-        check_tag(k, f"{name} key")
-        if isinstance(value, np.generic):
-            value = value.item()
-        if not isinstance(value, HPARAM_TYPES):
-            raise TypeError(f"{name}[{k!r}] must be bool, int, float or str, got {type(value).__name__}")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{name}[{k!r}] must be finite, got {value!r}")
-        if isinstance(value, int) and not isinstance(value, bool):
-            try:
-                float(value)  # TensorBoard holds every number as a double
-            except OverflowError:
-                raise ValueError(f"{name}[{k!r}] must be within the range of a float64, got {_short(value)}") from None
-        if isinstance(value, str):
-            check_text(value, f"{name}[{k!r}]")
-        out[k] = value
-    return out
-
-
-def check_layout(layout: Any) -> dict[str, dict[str, list[Any]]]:
-    """tensorboardX's custom-scalars layout:
-    ``{category: {chart: ['Multiline', [tag regexes]] or ['Margin', [value, lower, upper]]}}``."""
-    if not isinstance(layout, dict) or not layout:
-        raise TypeError("layout must be a non-empty dict of category title to {chart title: [kind, tags]}")
-    out: dict[str, dict[str, list[Any]]] = {}
-    for category, charts in layout.items():
-        check_tag(category, "layout category")
-        if not isinstance(charts, dict) or not charts:
-            raise TypeError(f"layout[{category!r}] must be a non-empty dict of chart title to [kind, tags]")
-        out[category] = {}
-        for chart, spec in charts.items():
-            check_tag(chart, "layout chart title")
-            where = f"layout[{category!r}][{chart!r}]"
-            if not isinstance(spec, (list, tuple)) or len(spec) != 2 or spec[0] not in ("Multiline", "Margin"):
-                raise ValueError(f"{where} must be ['Multiline', [tags...]] or ['Margin', [value, lower, upper]]")
-            kind, tags = spec
-            if not isinstance(tags, (list, tuple)) or not tags or not all(isinstance(t, str) and t for t in tags):
-                raise ValueError(f"{where} tags must be a non-empty list of non-empty str")
-            for t in tags:
-                check_text(t, f"{where} tag")
-            if kind == "Margin" and len(tags) != 3:
-                raise ValueError(f"{where}: a Margin chart takes exactly [value, lower, upper] tags, got {len(tags)}")
-            if kind == "Multiline":
-                for t in tags:
-                    try:
-                        re.compile(t)
-                    except re.error as exc:
-                        raise ValueError(f"{where}: {t!r} is not a valid regular expression: {exc}") from exc
-            out[category][chart] = [kind, list(tags)]
-    return out
-
-
-# -- embeddings ---------------------------------------------------------------------
-
-MAX_SPRITE_PX = 8192  # TensorBoard's projector refuses larger sprites (MAX_SPRITE_IMAGE_SIZE_PX)
-# What the projector's metadata.tsv turns into a space (projector._ROW_BREAKERS): a tab
-# or a line break in a column name would split the header row.
-_ROW_BREAKERS = {ord(c): " " for c in "\t\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
-
-
-def check_labels(labels: list[Any] | tuple[Any, ...], n: int, header: Any) -> tuple[list[Any], list[str] | None]:
-    """Embedding labels as rows for metadata.tsv: N scalars (one column) or N equal rows."""
-    if len(labels) != n:
-        raise ValueError(f"labels must hold {n} entries (one per embedding row), got {len(labels)}")
-    if all(type(x) is str for x in labels):  # the common case, without a per-label call
-        if header is not None:
-            raise ValueError("metadata_header applies to multi-column labels (rows); one column has no header")
-        return list(labels), None
-    multi = n > 0 and all(isinstance(row, (list, tuple)) for row in labels)
-    if multi:
-        width = len(labels[0])
-        if width < 2 or any(len(row) != width for row in labels):
-            raise ValueError("labels as rows must all have the same number (>= 2) of columns")
-        if header is None:
-            header = [f"label_{i}" for i in range(width)]
-        rows: list[Any] = [[_label_str(x) for x in row] for row in labels]
-    else:
-        if any(isinstance(row, (list, tuple)) for row in labels):
-            raise ValueError("labels must be all scalars (one column) or all rows (several columns)")
-        if header is not None:
-            raise ValueError("metadata_header applies to multi-column labels (rows); one column has no header")
-        rows = [_label_str(x) for x in labels]
-    if header is not None:
-        if not isinstance(header, (list, tuple)) or not all(isinstance(h, str) for h in header):
-            raise TypeError("metadata_header must be a list of str")
-        if len(header) != len(rows[0]):
-            raise ValueError(f"metadata_header has {len(header)} names for {len(rows[0])} label columns")
-        # As metadata.tsv will show them: breakers become spaces, and TensorBoard's
-        # String.trim() also drops U+FEFF.
-        shown = [h.translate(_ROW_BREAKERS) for h in header]
-        if any(not h.replace("\ufeff", "").strip() for h in shown) or len(set(shown)) != len(shown):
-            raise ValueError("metadata_header names must be non-blank and distinct (tabs and line breaks "
-                             f"count as spaces), got {header!r}")  # fmt: skip
-        header = list(header)
-    return rows, header
-
-
-def _label_str(x: Any) -> str:
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, bytes):
-        x = x.decode("utf-8", "replace")
-    return str(x)
-
-
-def check_embedding_tag(tag: str, name: str = "tag") -> str:
-    """The tag becomes one directory name once '%', '/' and '\\' are escaped (projector.tag_dir_name)."""
-    escaped = tag.replace("%", "%25").replace("/", "%2F").replace("\\", "%5C")
-    n = len(escaped.encode("utf-8"))
-    if n > MAX_NAME_PART_BYTES:
-        raise ValueError(f"{name} of an embedding becomes a directory name: at most {MAX_NAME_PART_BYTES} bytes "
-                         f"of UTF-8 once '%', '/' and '\\' are escaped as %XX, got {n}")  # fmt: skip
-    return tag
-
-
-def check_embedding_matrix(arr: np.ndarray[Any, Any], name: str = "embedding") -> None:
-    """Finite as float32 (what TensorBoard reads): the projector cannot place NaN/Inf points."""
-    if arr.dtype.kind == "f":
-        with np.errstate(over="ignore"):
-            finite = np.isfinite(arr.astype(np.float32, copy=False))
-        if not finite.all():
-            raise ValueError(f"{name} must hold finite values within float32's range, "
-                             f"got {int(finite.size - np.count_nonzero(finite))} NaN/Inf or larger")  # fmt: skip
-
-
-def check_pr_weights(arr: np.ndarray[Any, Any], name: str = "weights") -> None:
-    """Finite and >= 0: one NaN weight makes every count NaN, a negative one a negative count."""
-    if arr.size and not (np.all(np.isfinite(arr)) and np.all(arr >= 0)):
-        raise ValueError(f"{name} must be finite and >= 0")
-
-
-def check_sprite(shape: tuple[int, ...]) -> None:
-    n, _, h, w = shape
-    side = math.ceil(math.sqrt(n))
-    if side * max(h, w) > MAX_SPRITE_PX:
-        raise ValueError(f"images make a sprite of {side}x{side} thumbnails of {h}x{w} px: "
-                         f"{side * max(h, w)} px a side, over TensorBoard's limit of {MAX_SPRITE_PX}")  # fmt: skip

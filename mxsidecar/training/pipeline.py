@@ -24,18 +24,16 @@ import atexit
 import os
 import sys
 import threading
-import warnings
 from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ..errors import MxSidecarError, SidecarError, WriterClosed
 from ..wire.arena import Arena, SpanAllocator
-from ..wire.descriptors import Kind, Notice, Op
-from ..wire.framing import ChannelClosed
+from ..wire.descriptors import Kind, Op
 from .backpressure import FlowControl, OnFull
 from .capture import STOP, CompletionThread, EngineCapture
-from .supervisor import SidecarOptions, Supervisor
+from .feedback import SidecarFeedback, _warn
 
 __all__ = ["Part", "Pipeline"]
 
@@ -54,10 +52,9 @@ class Part(NamedTuple):
 
 
 _live: set[Pipeline] = set()  # open pipelines, closed at interpreter exit
-_file_index = iter(range(sys.maxsize))  # distinguishes files of writers in one process
 
 
-class Pipeline:
+class Pipeline(SidecarFeedback):
     def __init__(
         self,
         logdir: str,
@@ -109,12 +106,6 @@ class Pipeline:
         self.completion.start()
         self._owner_pid = os.getpid()
         _live.add(self)
-
-    def _start_sidecar(self) -> Supervisor:
-        logdir, arena, flush_secs, suffix = self._sidecar_args
-        nice, cpus, sched_idle = self._sidecar_tuning
-        options = SidecarOptions(logdir, arena, flush_secs, suffix, next(_file_index), nice, cpus, sched_idle)
-        return Supervisor(options, self._on_progress, self._on_notice, self._on_stats, self._on_exit)
 
     # -- the training thread's side -----------------------------------------
     def _check(self) -> None:
@@ -267,10 +258,6 @@ class Pipeline:
         self.completion.put((op, self._seq, 0, "", 0, 0.0, "", 0.0, "", 0, 0, "", (), None, None))
         return self._seq
 
-    def _items_pending(self) -> int:
-        """Items (not control messages) logged and not yet handled by the sidecar."""
-        return self._seq - self._done - len(self._controls)
-
     def flush(self, timeout: float | None) -> None:
         with self._cond:
             self._check()
@@ -372,126 +359,6 @@ class Pipeline:
                 RuntimeWarning,
                 stacklevel=3,
             )
-
-    # -- receiver / completion thread callbacks ------------------------------
-    def _send(self, payloads: list[bytes], item_seqs: list[int], last_seq: int) -> None:
-        """The completion thread's hand-off.  If the channel is gone, wait for the
-        receiver's verdict: a restarted sidecar (this batch is lost: counted, and marked
-        done so that no flush() waits for it; the next batch goes to the new channel)
-        or the end (ChannelClosed ends the thread)."""
-        sup = self.supervisor
-        try:
-            sup.send(payloads)
-        except ChannelClosed:
-            with self._cond:
-                self._cond.wait_for(lambda: self.supervisor is not sup or self._error is not None or self.closed)
-                if self.supervisor is sup:
-                    raise
-                self._count_lost(len([q for q in item_seqs if q > self._done]))
-                self._advance(last_seq)
-                self._cond.notify_all()
-            return
-        self._last_sent = last_seq
-
-    def _count_lost(self, n: int) -> None:
-        if n:
-            self.lost += n
-            _warn(
-                f"mxsidecar: {self.logdir}: {n} logged items were lost with a failed sidecar "
-                f"(counted in stats()['lost']); the sidecar was restarted ({self.restarts} of {self.max_restarts})",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-
-    def _on_completion_failure(self, exc: BaseException) -> None:
-        with self._cond:
-            if self._error is None:
-                err = MxSidecarError(f"mxsidecar's completion thread failed; logging stopped: {exc!r}")
-                err.__cause__ = exc
-                self._error = err
-            self._cond.notify_all()
-        # Nothing more will be sent: EOF lets the sidecar write what it has and exit.
-        self.supervisor.shutdown_send()
-
-    def _on_progress(self, done_seq: int) -> None:
-        with self._cond:
-            self._advance(done_seq)
-            self._cond.notify_all()
-
-    def _advance(self, done_seq: int) -> None:
-        """Everything up to ``done_seq`` is handled: free its spans (lock held)."""
-        self._done = max(self._done, done_seq)
-        spans = self._spans
-        allocator = self.arena.allocator
-        assert allocator is not None
-        while spans and spans[0][0] <= done_seq:
-            allocator.free(spans.popleft()[1])
-        while self._controls and self._controls[0] <= done_seq:
-            self._controls.popleft()
-
-    def _on_notice(self, notice: Notice) -> None:
-        kind = Kind(notice.kind).name.lower()
-        if notice.written:  # sent once per tag by the sidecar, which keeps the count
-            _warn(f"mxsidecar: {kind} {notice.tag!r}: {notice.reason}", RuntimeWarning, stacklevel=2)
-            return
-        with self._cond:
-            key = (notice.tag, notice.reason)
-            first = key not in self.notices
-            self.notices[key] += 1
-        if first:
-            _warn(
-                f"mxsidecar: {kind} {notice.tag!r} was not written: {notice.reason} "
-                "(counted in stats()['rejected']; warned once per tag and reason)",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-
-    def _on_stats(self, seq: int, stats: dict[str, Any]) -> None:
-        with self._cond:
-            self._stats_replies[seq] = stats
-            self._cond.notify_all()
-
-    def _on_exit(self, error: SidecarError | None) -> None:
-        with self._cond:
-            self._exited = True
-            if error is not None:
-                self.last_error = str(error)
-                restartable = self.on_error == "restart" and not self.closed and self._error is None
-                if restartable and self.restarts < self.max_restarts:
-                    self._restart(error)
-                elif self._error is None:
-                    lost = self._items_pending()
-                    more = f" after {self.restarts} restarts (max_restarts)" if self.restarts else ""
-                    error.args = (f"{error.args[0]}{more}; {lost} logged items were not written",)
-                    self._error = error
-            self._cond.notify_all()
-
-    def _restart(self, error: SidecarError) -> None:
-        """on_error='restart' (called with the lock held): a new sidecar, a new event file.
-
-        What the dead sidecar had been sent but had not reported done is lost and
-        counted; its spans are free again (their copies were complete before they were
-        sent).  Everything not yet sent goes to the new sidecar, in order.
-        """
-        self.restarts += 1
-        sent = max(self._last_sent, self._done)
-        lost = (sent - self._done) - len([c for c in self._controls if self._done < c <= sent])
-        self._advance(sent)
-        self.supervisor.close_channel()
-        self.supervisor = self._start_sidecar()
-        self._exited = False
-        _warn(f"mxsidecar: {self.logdir}: {error}; restarting it on a new event file", RuntimeWarning, stacklevel=2)
-        self._count_lost(lost)
-
-
-def _warn(message: str, category: type[Warning] = RuntimeWarning, stacklevel: int = 2) -> None:
-    """warnings.warn that cannot kill the receiver or completion thread: under
-    ``-W error`` a warning is an exception, and raised there it would look like a
-    dead sidecar.  Then it goes to stderr instead."""
-    try:
-        warnings.warn(message, category, stacklevel=stacklevel + 1)
-    except Warning:
-        print(f"{category.__name__}: {message}", file=sys.stderr)
 
 
 def _wait_all(waits: list[Callable[[], Any]]) -> Callable[[], None]:

@@ -1,0 +1,108 @@
+"""Hyperparameters (``add_hparams``): this run's values, domains and final metrics.
+
+The argument half of the kind: what a caller may pass, checked in the caller's thread;
+``sidecar/encoders/hparams.py`` is the other half (TensorBoard's format).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ...wire.descriptors import Kind
+from .. import arguments as v
+from ..arguments import short_repr
+from ._base import KindCalls, _now
+
+__all__ = ["HParamsCalls"]
+
+HPARAM_TYPES = (bool, int, float, str)
+
+
+def check_hparams(hparams: Any, name: str = "hparam_dict") -> dict[str, Any]:
+    if not isinstance(hparams, dict) or not hparams:
+        raise TypeError(f"{name} must be a non-empty dict of str to bool, int, float or str")
+    out: dict[str, Any] = {}
+    for k, value in hparams.items():
+        v.check_tag(k, f"{name} key")
+        if isinstance(value, np.generic):
+            value = value.item()
+        if not isinstance(value, HPARAM_TYPES):
+            raise TypeError(f"{name}[{k!r}] must be bool, int, float or str, got {type(value).__name__}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{name}[{k!r}] must be finite, got {value!r}")
+        if isinstance(value, int) and not isinstance(value, bool):
+            try:
+                float(value)  # TensorBoard holds every number as a double
+            except OverflowError:
+                raise ValueError(
+                    f"{name}[{k!r}] must be within the range of a float64, got {short_repr(value)}"
+                ) from None
+        if isinstance(value, str):
+            v.check_text(value, f"{name}[{k!r}]")
+        out[k] = value
+    return out
+
+
+class HParamsCalls(KindCalls):
+    def add_hparams(
+        self,
+        hparam_dict: dict[str, Any],
+        metric_dict: dict[str, float],
+        hparam_domain_discrete: dict[str, list[Any]] | None = None,
+        global_step: int | None = None,
+        status: str = "SUCCESS",
+    ) -> None:
+        """Log this run's hyperparameters and final metrics for TensorBoard's HParams tab.
+
+        Written into this writer's own run (not a new sub-run per call, the
+        tensorboardX/torch complaint), so the metrics are this run's scalars.
+
+        Parameters
+        ----------
+        hparam_dict : dict of str to bool, int, float or str
+        metric_dict : dict of str to number
+            Each becomes a scalar with that tag at ``global_step`` and is listed as a
+            metric of the experiment (a tag this run already logs gets one more point,
+            so pass the final step, or name the metric apart, e.g. ``'final/accuracy'``).
+        hparam_domain_discrete : dict of str to list, optional
+            The values a hyperparameter can take (shown as a filter).
+        status : 'SUCCESS', 'FAILURE' or 'RUNNING'
+        """
+        hparams = check_hparams(hparam_dict)
+        if not isinstance(metric_dict, dict):
+            raise TypeError("metric_dict must be a dict of str to number")
+        metrics = {
+            v.check_tag(k, "metric_dict key"): v.check_number(x, f"metric_dict[{k!r}]") for k, x in metric_dict.items()
+        }
+        domains: dict[str, list[Any]] = {}
+        if hparam_domain_discrete is not None and not isinstance(hparam_domain_discrete, dict):
+            raise TypeError("hparam_domain_discrete must be a dict of hparam name to a list of values")
+        for k, values in (hparam_domain_discrete or {}).items():
+            if k not in hparams:
+                raise ValueError(f"hparam_domain_discrete names {k!r}, which is not in hparam_dict")
+            if not isinstance(values, (list, tuple)) or not values:
+                raise TypeError(f"hparam_domain_discrete[{k!r}] must be a non-empty list")
+            domains[k] = [check_hparams({k: x}, "hparam_domain_discrete")[k] for x in values]
+            kinds = {_hparam_kind(x) for x in [*domains[k], hparams[k]]}
+            if len(kinds) != 1:
+                raise TypeError(f"hparam_domain_discrete[{k!r}] must hold values of the type of hparam_dict[{k!r}]")
+        if status not in ("SUCCESS", "FAILURE", "RUNNING"):
+            raise ValueError(f"status must be 'SUCCESS', 'FAILURE' or 'RUNNING', got {status!r}")
+        step = v.check_step(global_step)
+        now = _now()
+        options = {
+            "hparams": hparams,
+            "metrics": metrics,
+            "domains": domains,
+            "start_time": self._start_time,
+            "end_time": now,
+            "status": status,
+        }
+        self._pipe.submit(Kind.HPARAMS, "_hparams_", step, now, options=options)
+
+
+def _hparam_kind(x: Any) -> str:
+    return "bool" if isinstance(x, bool) else "str" if isinstance(x, str) else "number"
