@@ -63,7 +63,7 @@ class RecordParser:
     that straddles pieces waits in the buffer until its last byte arrives.  Offsets
     are positions in the whole stream (``start`` is the first byte's).
 
-    A checksum mismatch raises :class:`~mxsidecar.records.RecordError` with the bad
+    A checksum mismatch raises :class:`~mxsidecar.formats.records.RecordError` with the bad
     record's offset, but only after every good record before it has been returned:
     if a call has records to return it returns them, and the next call (``feed`` or
     ``finish``) raises.  The parser never moves past a bad record.

@@ -2,7 +2,7 @@
 
 Each ``add_*`` checks its arguments in the caller's thread (a ``ValueError`` or
 ``TypeError`` naming the argument, before anything is enqueued) and passes the value
-to the :class:`~mxsidecar.pipeline.Pipeline`.  Encoding, protobuf and files belong
+to the :class:`~mxsidecar.training.pipeline.Pipeline`.  Encoding, protobuf and files belong
 to the sidecar process; this module imports neither Pillow, the encoders nor mxnet.
 """
 

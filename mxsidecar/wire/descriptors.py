@@ -8,7 +8,7 @@ This module imports neither numpy, protobuf nor mxnet: both processes load it, a
 the sidecar must never pull in the training side's heavy imports.
 
 Wire layout of a trainer -> sidecar descriptor (little-endian), framed by
-:mod:`mxsidecar.channel`::
+:mod:`mxsidecar.wire.framing`::
 
     u8 op | u8 kind | u8 dtype | u8 ndim | u64 seq | i64 step | f64 wall_time
     f64 number | u64 offset | u64 nbytes | i64 dims[ndim]

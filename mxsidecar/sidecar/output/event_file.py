@@ -57,7 +57,7 @@ class EventFile:
         self.size = 0  # bytes on disk, always at a record boundary
         self.records = 0
         self.tags_with_metadata: set[str] = set()  # plugin metadata goes on a tag's first value only
-        self.last_tag = ""  # for failure injection at "write" (mxsidecar.faults)
+        self.last_tag = ""  # for failure injection at "write" (mxsidecar.sidecar.faults)
         self.append(first_event(wall_time))
         self.flush()
 
