@@ -6,6 +6,7 @@ import glob
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from conftest import load_multiplexer
@@ -14,18 +15,23 @@ pytestmark = pytest.mark.timeout(300)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_train_gluon_quick(tmp_path) -> None:
-    pytest.importorskip("mxnet")
+def run_example(script: str, logdir: str, run_prefix: str) -> tuple[str, Any]:
+    """Run ``examples/<script> --quick``; its run directory and TensorBoard's multiplexer over it."""
     out = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "examples", "train_gluon.py"), "--quick", "--logdir", str(tmp_path)],
+        [sys.executable, os.path.join(ROOT, "examples", script), "--quick", "--logdir", logdir],
         capture_output=True,
         text=True,
         timeout=280,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "tensorboard --logdir" in out.stdout
-    (run,) = glob.glob(os.path.join(str(tmp_path), "gluon-*"))
-    mux = load_multiplexer(run)
+    (run,) = glob.glob(os.path.join(logdir, run_prefix + "-*"))
+    return run, load_multiplexer(run)
+
+
+def test_train_gluon_quick(tmp_path) -> None:
+    pytest.importorskip("mxnet")
+    run, mux = run_example("train_gluon.py", str(tmp_path), "gluon")
     for plugin, tag in [
         ("scalars", "train/loss"),
         ("scalars", "val/accuracy"),
@@ -56,16 +62,7 @@ def test_tuning_backpressure_quick() -> None:
 def test_train_numpy_quick(tmp_path) -> None:
     """The example for stacks without MXNet (Python 3.12+): every kind but the graph,
     from numpy arrays, read back by TensorBoard's loader."""
-    out = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "examples", "train_numpy.py"), "--quick", "--logdir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=280,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "tensorboard --logdir" in out.stdout
-    (run,) = glob.glob(os.path.join(str(tmp_path), "numpy-*"))
-    mux = load_multiplexer(run)
+    run, mux = run_example("train_numpy.py", str(tmp_path), "numpy")
     for plugin, tag in [
         ("scalars", "train/loss"),
         ("scalars", "val/accuracy"),
