@@ -317,7 +317,8 @@ def sizes(lo: int, hi: int) -> st.SearchStrategy[int]:
 
 
 # ---------------------------------------------------------------------------------
-# Known gaps: the caller accepts, the sidecar refuses or dies; the fix is not in the caller's checks (training/arguments.py, training/kinds/).
+# Known gaps: the caller accepts, the sidecar refuses or dies; the fix is not in the caller's checks
+# (training/arguments.py, training/kinds/).
 
 # ---------------------------------------------------------------------------------
 # Scalars and text.

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..wire.descriptors import Kind
 from . import arguments as v
+from . import ranks as ranks_mod
 from .backpressure import ON_FULL, OnFull
 from .kinds._base import _now
 from .kinds.audio import AudioCalls
@@ -32,6 +33,11 @@ from .kinds.video import VideoCalls
 from .pipeline import Pipeline
 
 __all__ = ["SidecarWriter", "SummaryWriter"]
+
+
+def _nothing(*args: Any, **kwargs: Any) -> None:
+    """Every call of a writer on a rank that does not write (``ranks='zero'``, rank > 0)."""
+    return None
 
 
 class SidecarWriter(
@@ -100,6 +106,21 @@ class SidecarWriter(
         seconds since the writer started, by a background thread.
     verbose : bool, default False
         Print one line with the counts of written and dropped items at close.
+    ranks : {'zero', 'all'}, default 'zero'
+        Which processes of a distributed job write.  ``'zero'``: rank 0 writes as a
+        single process would; every other rank's writer costs nothing (no sidecar, no
+        shared memory, no directory, no file) and each of its calls returns at once.
+        ``'all'``: rank *k* writes the run ``<logdir>/rank_<k>``, so TensorBoard draws
+        one line per rank for each tag.  A ps-lite server or scheduler process
+        (``DMLC_ROLE``) never writes.
+    rank, world_size : int or None
+        This process's rank and the number of trainers.  When not given, they come from
+        ``kvstore``, else from the launcher's environment (Horovod, Open MPI,
+        ``RANK``/``WORLD_SIZE``, BytePS, SLURM); with none of those, the process is
+        alone and writes.  A rank outside ``[0, world_size)``, or launcher variables
+        that disagree, raise ``ValueError`` here.
+    kvstore : mx.kv.KVStore or None
+        A kvstore (``mx.kv.create('dist_sync')``): its ``rank`` and ``num_workers``.
 
     Use it as a context manager, or call :meth:`close`; writers left open are
     closed at interpreter exit.  ``SummaryWriter`` is the same class, for mxboard
@@ -124,8 +145,15 @@ class SidecarWriter(
         max_restarts: int = 3,
         stats_secs: float | None = None,
         verbose: bool = False,
+        ranks: str = "zero",
+        rank: int | None = None,
+        world_size: int | None = None,
+        kvstore: Any = None,
     ) -> None:
         self._logdir = v.check_logdir(logdir)
+        self._placement = ranks_mod.resolve(ranks, rank, world_size, kvstore)
+        if self._placement.run:
+            self._logdir = os.path.join(self._logdir, self._placement.run)
         max_queue = v.check_positive(max_queue, "max_queue", integer=True)
         flush_secs = v.check_positive(flush_secs, "flush_secs")
         slab_mb = v.check_positive(slab_mb, "slab_mb")
@@ -174,6 +202,14 @@ class SidecarWriter(
         }
         self._exported_from: dict[str, int] = {}  # event file -> bytes already exported or cleared
         self._files_seen: set[str] = set()
+        if not self._placement.writes:
+            # Every argument was checked as on a writing rank; past this point the writer
+            # costs nothing: no directory, no shared memory, no sidecar, and each call
+            # is an instance attribute that returns at once (shadowing the class's).
+            for name in _SILENCED:
+                setattr(self, name, _nothing)
+            self._pipe = None  # type: ignore[assignment]
+            return
         os.makedirs(self._logdir, exist_ok=True)
         self._pipe = Pipeline(self._logdir, **self._config)
         if purge is not None:
@@ -240,8 +276,18 @@ class SidecarWriter(
         ``arena_used_bytes``, ``sidecar_pid``, ``last_error``, and ``sidecar`` (its own
         counters: ``written`` per kind, ``bytes_written``, ``files``, ``cpu_seconds``,
         ``rss_bytes``, ``scheduling`` (its policy, niceness and CPUs); None once it is gone).
+        ``rank``, ``world_size``, ``rank_source`` and ``writes`` say where this process
+        stands among the trainers (``ranks``); a writer that does not write reports those alone.
         """
-        return self._pipe.stats()
+        placement = {
+            "rank": self._placement.rank,
+            "world_size": self._placement.world_size,
+            "rank_source": self._placement.source,
+            "writes": self._placement.writes,
+        }
+        if self._pipe is None:
+            return placement
+        return {**self._pipe.stats(), **placement}
 
     def reopen(self) -> None:
         """After :meth:`close`, start a new sidecar writing a new event file (mxboard's API)."""
@@ -322,3 +368,15 @@ class SidecarWriter(
 
 
 SummaryWriter = SidecarWriter
+
+# What a writer on a rank that does not write answers with _nothing: every add_*, and
+# whatever would touch a sidecar or a file.  stats(), logdir and the context manager
+# stay the class's.
+_SILENCED = (
+    *tuple(sorted(n for n in dir(SidecarWriter) if n.startswith("add_"))),
+    "flush",
+    "close",
+    "reopen",
+    "export_scalars",
+    "clear_scalar_dict",
+)
