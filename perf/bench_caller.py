@@ -1,0 +1,103 @@
+"""The caller's cost of logging NDArrays, with MXNet's engine busy and idle, as a ratio to
+the floor: a bare engine push of the same array measured in the same loop.
+
+    python perf/bench_caller.py [--n 150] [--quick]
+
+A training script logs right after ``trainer.step()``, while the engine still computes
+on every core; that is where the caller's cost counts (``bench_capture.py`` logs into
+an idle engine).  Each iteration, for each condition:
+
+* **busy**: four 384x384 ``dot``s are pushed just before the call (untimed), and the
+  logged value depends on them, so it is still pending when the call is made;
+* **idle**: the engine is drained (``waitall``, untimed) and the value is ready.
+
+In both, four calls are timed one by one, interleaved: ``v.copyto(dst)`` into a
+preallocated NDArray (the floor: one engine push, what mxsidecar cannot go below),
+``add_scalar(tag, v)``, then the same two for a 1M-value array (``add_histogram``).
+The writer uses ``on_full='drop'`` and is flushed every 10 iterations (untimed), so a
+call never waits for the sidecar.  One JSON line per call and condition: p50, p90 and
+``ratio_to_floor`` (p50 over the floor's p50 in the same condition).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from typing import Any
+
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+
+from common import emit, percentile  # noqa: E402
+
+
+def run(n: int = 150) -> list[dict[str, Any]]:
+    import mxnet as mx
+
+    from mxsidecar import SidecarWriter
+
+    a = mx.nd.random.uniform(shape=(384, 384))
+    big = mx.nd.random.uniform(shape=(1_000_000,))
+    dst_scalar = mx.nd.zeros((1,))
+    dst_big = mx.nd.zeros((1_000_000,))
+    mx.nd.waitall()
+    clock = time.perf_counter_ns
+    cases = ("copyto_scalar", "add_scalar_pending", "copyto_1M", "add_histogram_1M")
+    samples: dict[tuple[str, str], list[int]] = {(c, k): [] for c in ("busy", "idle") for k in cases}
+    with tempfile.TemporaryDirectory() as logdir:
+        w = SidecarWriter(logdir, on_full="drop", slab_mb=256)
+        w.flush()
+        for i in range(n):
+            for condition in ("busy", "idle"):
+                if condition == "busy":
+                    work = a
+                    for _ in range(4):
+                        work = mx.nd.dot(work, a) * 1e-3  # pushed, not waited for
+                    v = work[0:1, 0] + i  # pending until the dots are done
+                    h = big + work[0, 0]
+                else:
+                    v = mx.nd.ones((1,)) * i
+                    h = big + 1.0
+                    mx.nd.waitall()
+                for case in cases:
+                    t0 = clock()
+                    if case == "copyto_scalar":
+                        v.copyto(dst_scalar)
+                    elif case == "add_scalar_pending":
+                        w.add_scalar("loss", v, i)
+                    elif case == "copyto_1M":
+                        h.copyto(dst_big)
+                    else:
+                        w.add_histogram("h", h, i)
+                    samples[(condition, case)].append(clock() - t0)
+            if i % 10 == 9:
+                mx.nd.waitall()
+                w.flush()
+        w.close()
+    out = []
+    for condition in ("busy", "idle"):
+        for case in cases:
+            s = sorted(samples[(condition, case)])
+            floor = sorted(samples[(condition, "copyto_1M" if "1M" in case else "copyto_scalar")])
+            rec: dict[str, Any] = {
+                "bench": "caller_vs_push",
+                "engine": condition,
+                "call": case,
+                "n": n,
+                "p50_us": round(percentile(s, 50) / 1e3, 1),
+                "p90_us": round(percentile(s, 90) / 1e3, 1),
+                "ratio_to_floor": round(percentile(s, 50) / percentile(floor, 50), 2),
+            }
+            emit(rec)
+            out.append(rec)
+    return out
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--n", type=int, default=150)
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args()
+    run(30 if args.quick else args.n)
