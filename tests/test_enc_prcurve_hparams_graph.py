@@ -588,7 +588,7 @@ def test_graph_of_a_symbol(mx) -> None:
     assert list(nodes["softmax"].input) == ["fc0", "softmax_label"]
     assert nodes["conv0"].attr["kernel"].s == b"(3, 3)" and nodes["conv0"].attr["num_filter"].s == b"8"
     assert nodes["relu0"].attr["act_type"].s == b"relu"
-    assert nodes["bn0/bn0_moving_mean"].attr["__init__"].s == b'["zero", {}]'
+    assert nodes["bn0/bn0_moving_mean"].attr["__init__"].s == b"['zero', {}]"
 
     def dims(name: str) -> list[list[int]]:
         return [[d.size for d in s.dim] for s in nodes[name].attr["_output_shapes"].list.shape]
@@ -677,6 +677,15 @@ def test_graph_rule_edge_cases() -> None:
     op_shapes = g.node[3].attr["_output_shapes"].list.shape
     assert op_shapes[0].unknown_rank and [d.size for d in op_shapes[1].dim] == [3, 4]
     assert [d.size for d in g.node[2].attr["_output_shapes"].list.shape[0].dim] == [-1, 2]
+
+
+def test_graph_text_form_parses_with_quotes_and_backslashes() -> None:
+    # TensorBoard's graphs plugin sends str(graph) to the browser; protobuf 5.26-6.30's upb
+    # prints bytes fields unescaped, so a '"' or '\\' written as is breaks that text there.
+    nodes = [{"op": "Foo", "name": "op", "attrs": {"init": '["zero", {}]', "path": "a\\b\\n"}, "inputs": []}]
+    g = graph.graph_pb(json.dumps({"nodes": nodes, "arg_nodes": [], "heads": [[0, 0, 0]]}))
+    assert g.node[0].attr["init"].s == b"['zero', {}]" and g.node[0].attr["path"].s == b"a/b/n"
+    check_tensorboard_can_show(g.SerializeToString())  # str(g) parses back, on the protobuf under test
 
 
 def test_graph_read_by_tensorboards_plugin(tmp_path, mx) -> None:

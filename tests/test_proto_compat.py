@@ -148,16 +148,28 @@ def _counterpart(ours: AnyDescriptor) -> AnyDescriptor:
     return found
 
 
+def _message_proto(desc: Descriptor) -> descriptor_pb2.DescriptorProto:
+    # From the file's serialized form: Descriptor.CopyToProto needs offsets that pure-Python
+    # protobuf 3.20 does not keep for descriptors added to a pool ("Descriptor does not
+    # contain serialization"), while FileDescriptor.CopyToProto works on every version.
+    file = descriptor_pb2.FileDescriptorProto()
+    desc.file.CopyToProto(file)
+    path = desc.full_name[len(file.package) + 1 :].split(".") if file.package else desc.full_name.split(".")
+    messages = file.message_type
+    for part in path:
+        found = next(m for m in messages if m.name == part)
+        messages = found.nested_type
+    return found
+
+
 def _field_proto(field: FieldDescriptor) -> descriptor_pb2.FieldDescriptorProto:
     # FieldDescriptor.label is gone in protobuf 7; the proto form has it everywhere.
-    msg = descriptor_pb2.DescriptorProto()
-    field.containing_type.CopyToProto(msg)
+    msg = _message_proto(field.containing_type)
     return next(f for f in msg.field if f.number == field.number)
 
 
 def _reserved(desc: Descriptor) -> tuple[set[int], set[str]]:
-    msg = descriptor_pb2.DescriptorProto()
-    desc.CopyToProto(msg)
+    msg = _message_proto(desc)
     numbers = {n for r in msg.reserved_range for n in range(r.start, r.end)}
     return numbers, set(msg.reserved_name)
 

@@ -17,8 +17,12 @@ Mapping of ``sym.tojson()`` (``{"nodes": [{"op", "name", "attrs", "inputs":
 - every node becomes one NodeDef of op ``node["op"]``; variables (op ``"null"``) get
   op ``Variable``, MXNet's own name for them (``mx.sym.Variable``), as "null" reads
   as missing data in TensorBoard's info card;
-- each attribute is its own string attr (mxboard packs them into one JSON string);
-  TensorBoard's browser shows the text form's escapes, so a quote displays as ``\\"``;
+- each attribute is its own string attr (mxboard packs them into one JSON string), with
+  ``"`` written as ``'`` and ``\\`` as ``/``: TensorBoard serves the graph to the browser
+  as ``str(graph)``, and protobuf 5.26-6.30's C implementation (upb) prints bytes fields
+  without escaping either, so a graph holding ``["zero", {}]`` (every BatchNorm's
+  ``__init__``) would reach the browser as text it cannot parse; with protobuf's other
+  versions the browser would show the escapes (``[\\"zero\\", {}]``) anyway;
 - ``shapes`` become ``_output_shapes``.  A key is a node's name (``[dims]``, or
   ``[[dims], ...]`` one per output) or an output's name as ``list_outputs()`` of the
   symbol's internals gives it: ``<node>_output`` for output 0 of a one-output node,
@@ -56,6 +60,8 @@ PLUGIN_NAME = "graphs"
 PROTO_VERSION = 0  # the graphs plugin has no content proto; nothing is versioned
 RUN_GRAPH_NAME = "__run_graph__"
 VARIABLE_OP = "Variable"
+# See the module docstring: the characters some protobuf releases print unescaped.
+_UNQUOTED = str.maketrans({'"': "'", "\\": "/"})
 
 Shapes = typing.Mapping[str, typing.Sequence[Any]]  # a run-time alias: collections.abc generics are 3.9+
 
@@ -176,7 +182,7 @@ def graph_pb(symbol_json: str, shapes: Shapes | None = None) -> graph_pb2.GraphD
         attrs = {**node.get("param", {}), **node.get("attr", {}), **node.get("attrs", {})}
         for key, value in attrs.items():
             text = value if isinstance(value, str) else json.dumps(value)
-            nd.attr[key].s = text.encode()
+            nd.attr[key].s = text.translate(_UNQUOTED).encode()
         if node["name"] in node_shapes:
             out_shapes = nd.attr["_output_shapes"].list.shape
             for shape in node_shapes[node["name"]]:

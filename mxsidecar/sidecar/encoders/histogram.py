@@ -180,8 +180,12 @@ def _equal_width(
         lo, hi = lo - 0.5, hi + 0.5
     span = hi - lo
     if math.isfinite(span) and span > np.finfo(np.float64).tiny * bins:
+        # In float64: np.histogram builds its edges in the data's dtype, so float32 data
+        # of a narrow range (1e8 +- 0.5, or 1.0 to its next float in 5 buckets) got equal
+        # edges, which numpy 2 refuses ("Cannot create 1 finite-sized bins") and numpy 1
+        # reported as repeated bucket limits. Not the default buckets' path: no cost there.
         with np.errstate(all="ignore"):
-            counts, edges = np.histogram(x, bins=bins, range=(lo, hi))
+            counts, edges = np.histogram(x.astype(np.float64, copy=False), bins=bins, range=(lo, hi))
         return counts, edges[1:].astype(np.float64)
     t = np.arange(bins + 1, dtype=np.float64) / bins
     edges = np.unique(lo * (1 - t) + hi * t)  # each term within range: no overflow
