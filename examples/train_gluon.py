@@ -32,8 +32,14 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="a few steps only (CI)")
     args = p.parse_args()
 
-    import mxnet as mx
-    from mxnet import autograd, gluon
+    try:
+        import mxnet as mx
+        from mxnet import autograd, gluon
+    except ImportError as e:  # MXNet 1.9.1 runs on Python 3.8-3.11 only (numpy < 1.24)
+        sys.exit(
+            f"this example needs MXNet ({e}); pip install '.[mxnet]' installs it on Python 3.8-3.11. "
+            "Without MXNet, examples/train_numpy.py logs every kind from numpy arrays."
+        )
 
     rng = np.random.default_rng(1)
     n_train = 256 if args.quick else 4096
