@@ -1,7 +1,7 @@
 """The sidecar process: receive descriptors, encode, frame, append to event files.
 
 Started by :mod:`mxsidecar.training.supervisor` as its own interpreter,
-``python -m mxsidecar.sidecar --fd N --arena NAME --logdir DIR ...``: never forked
+``python -m mxsidecar.sidecar --fd=N --arena='"NAME"' --logdir='"DIR"' ...``: never forked
 from the trainer (MXNet's engine threads and CUDA do not survive ``fork``) and never
 through multiprocessing's spawn (which would re-run the user's ``__main__``).  It
 never imports mxnet.

@@ -6,7 +6,7 @@
     ----------------                                       ---------------
     Supervisor.start()
       socketpair(); Popen([python, -m, mxsidecar.sidecar,
-                           --fd N, ...], pass_fds=[N]) ------> main()
+                           --fd=N, ...], pass_fds=[N]) ------> main()
     completion thread --- descriptors ----------------------->  recv / encode / write
     receiver thread   <-- Progress / Notice / StatsReply -----  after every batch
                       <-- ErrorReport (traceback) ------------  on an exception, then exit 1
@@ -22,6 +22,7 @@ chained to the sidecar's own traceback when it sent one (as
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -69,20 +70,27 @@ class SidecarOptions:
         import psutil
 
         ctime = psutil.Process().create_time()  # lets the sidecar tell us from a reused pid
+        # Every value is joined to its option as one word, and text (the logdir, the
+        # suffix, the arena's name) travels as a JSON string: as a word of its own, a value
+        # starting with '-' is taken by argparse for an option (``--suffix -v2`` exits 2,
+        # ``--suffix --help`` prints the usage and exits 0), and even joined, argparse
+        # drops a value of exactly '--' (``--suffix=--`` parses as []).  A JSON string
+        # starts with '"', which argparse leaves alone; json round-trips any str,
+        # surrogate-escaped path bytes included.
         argv = [
             sys.executable, "-m", "mxsidecar.sidecar",
-            "--fd", str(fd),
-            "--arena", self.arena_name,
-            "--logdir", self.logdir,
-            "--flush-secs", repr(self.flush_secs),
-            "--suffix", self.suffix,
-            "--file-index", str(self.file_index),
-            "--ppid", str(os.getpid()),
-            "--parent-ctime", repr(ctime),
-            "--nice", str(self.nice),
+            f"--fd={fd}",
+            "--arena=" + json.dumps(self.arena_name),
+            "--logdir=" + json.dumps(self.logdir),
+            f"--flush-secs={self.flush_secs!r}",
+            "--suffix=" + json.dumps(self.suffix),
+            f"--file-index={self.file_index}",
+            f"--ppid={os.getpid()}",
+            f"--parent-ctime={ctime!r}",
+            f"--nice={self.nice}",
         ]  # fmt: skip
         if self.cpus:
-            argv += ["--cpus", ",".join(map(str, self.cpus))]
+            argv.append("--cpus=" + ",".join(map(str, self.cpus)))
         if self.sched_idle:
             argv.append("--sched-idle")
         return argv
