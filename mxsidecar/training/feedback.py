@@ -40,6 +40,7 @@ class SidecarFeedback:
     closed: bool
     arena: Arena
     supervisor: Supervisor
+    _retired: list[Supervisor]  # the supervisors of restarted sidecars, their channels shut down
     notices: Counter[tuple[str, str]]
     _cond: threading.Condition
     _last_sent: int
@@ -63,12 +64,23 @@ class SidecarFeedback:
         """Items (not control messages) logged and not yet handled by the sidecar."""
         return self._seq - self._done - len(self._controls)
 
-    def _send(self, payloads: list[bytes], item_seqs: list[int], last_seq: int) -> None:
-        """The completion thread's hand-off.  If the channel is gone, wait for the
-        receiver's verdict: a restarted sidecar (this batch is lost: counted, and marked
-        done so that no flush() waits for it; the next batch goes to the new channel)
-        or the end (ChannelClosed ends the thread)."""
-        sup = self.supervisor
+    def _send(self, payloads: list[bytes], last_seq: int) -> None:
+        """The completion thread's hand-off of one batch (``last_seq``: its last seq).
+
+        The batch counts as sent, and its channel is chosen, in one critical section
+        *before* its bytes go.  A restart takes the same lock, so it comes either
+        before (the batch goes to the new sidecar) or after (``_restart`` sees the batch
+        in ``_last_sent`` and counts it lost with the dead sidecar, then marks it done).
+        Recording it after the send instead (issue 15) let a restart slip in between:
+        a batch the dead sidecar received was then neither counted lost nor re-sent.
+        A restart shuts the old channel down but does not close it under a send (see
+        ``_restart``), so a send that lost the race fails with ChannelClosed; then wait
+        for the receiver's verdict: a restarted sidecar (this batch is already counted)
+        or the end (ChannelClosed ends the completion thread).
+        """
+        with self._cond:
+            sup = self.supervisor
+            self._last_sent = last_seq
         try:
             sup.send(payloads)
         except ChannelClosed:
@@ -76,11 +88,6 @@ class SidecarFeedback:
                 self._cond.wait_for(lambda: self.supervisor is not sup or self._error is not None or self.closed)
                 if self.supervisor is sup:
                     raise
-                self._count_lost(len([q for q in item_seqs if q > self._done]))
-                self._advance(last_seq)
-                self._cond.notify_all()
-            return
-        self._last_sent = last_seq
 
     def _count_lost(self, n: int) -> None:
         if n:
@@ -166,7 +173,12 @@ class SidecarFeedback:
         sent = max(self._last_sent, self._done)
         lost = (sent - self._done) - len([c for c in self._controls if self._done < c <= sent])
         self._advance(sent)
-        self.supervisor.close_channel()
+        # Shut down, not closed: the completion thread may be about to send on it.  A
+        # closed socket fails that send with EBADF (a completion thread failure), or
+        # worse, its descriptor number is reused by the new sidecar's channel; a shut
+        # down one fails it with EPIPE, which _send expects.  Closed at close().
+        self.supervisor.shutdown_send()
+        self._retired.append(self.supervisor)
         self.supervisor = self._start_sidecar()
         self._exited = False
         _warn(f"mxsidecar: {self.logdir}: {error}; restarting it on a new event file", RuntimeWarning, stacklevel=2)

@@ -34,6 +34,7 @@ from ..wire.descriptors import Kind, Op
 from .backpressure import FlowControl, OnFull
 from .capture import STOP, CompletionThread, EngineCapture
 from .feedback import SidecarFeedback, _warn
+from .supervisor import Supervisor
 
 __all__ = ["Part", "Pipeline"]
 
@@ -77,7 +78,8 @@ class Pipeline(SidecarFeedback):
         self.restarts = 0
         self.lost = 0  # items that died with a sidecar (on_error='restart')
         self.last_error: str | None = None
-        self._last_sent = 0  # highest item seq handed to the current channel
+        self._last_sent = 0  # highest seq handed (or being handed) to the current channel
+        self._retired: list[Supervisor] = []
         self.max_queue = max_queue
         self._cond = threading.Condition(threading.Lock())
         self.flow = FlowControl(on_full, block_timeout)
@@ -333,7 +335,8 @@ class Pipeline(SidecarFeedback):
                     f"{self._items_pending()} logged items were not written"
                 )
         self.completion.join(timeout=5.0)
-        self.supervisor.close_channel()
+        for sup in (*self._retired, self.supervisor):
+            sup.close_channel()
         if self._engine is not None:
             # Wrappers pin the mapping (arena.close tolerates that); dropping them
             # lets it go.  A copy still in flight keeps its wrapper, hence the mapping,
