@@ -164,10 +164,10 @@ def test_logdir_deleted_under_the_sidecar(tmp_path) -> None:
 # -- on_error='restart' -------------------------------------------------------------
 
 
-def test_restart_goes_on_and_counts_the_loss(tmp_path, monkeypatch) -> None:
+def test_restart_goes_on_and_counts_the_loss(tmp_path, monkeypatch, capsys) -> None:
     faults(monkeypatch, {"at": "encode", "tag": "boom", "action": "kill"})
     logdir = str(tmp_path)
-    sw = SidecarWriter(logdir, on_error="restart")
+    sw = SidecarWriter(logdir, on_error="restart", verbose=True)
     log_steps(sw, "x", range(5))
     sw.flush()
     first = sw.stats()["sidecar_pid"]
@@ -179,7 +179,10 @@ def test_restart_goes_on_and_counts_the_loss(tmp_path, monkeypatch) -> None:
     sw.flush()
     stats = sw.stats()
     assert stats["sidecar_pid"] != first and stats["lost"] == 1 and "SIGKILL" in stats["last_error"]
-    sw.close()
+    capsys.readouterr()
+    with pytest.warns(RuntimeWarning, match=r"1 lost with the sidecar \(1 restarts\)"):
+        sw.close()
+    assert capsys.readouterr().out == f"mxsidecar: {logdir}: 9 items written, 0 dropped, 0 rejected, 1 lost\n"
     assert len(event_files(logdir)) == 2  # a new event file for the new sidecar
     assert intact(logdir) == {"x": [0, 1, 2, 3, 4, 6, 7, 8, 9]}
     mux = load_multiplexer(logdir)

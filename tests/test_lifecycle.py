@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
+import warnings
 
+import numpy as np
 import pytest
 from conftest import event_files, read_events, sidecar_children, wait_until
 
@@ -179,6 +182,48 @@ def test_stats_logged_as_scalars(tmp_path) -> None:
     assert stats["sidecar"]["cpu_seconds"] > 0 and stats["sidecar"]["rss_bytes"] > 0
     tags = load_multiplexer(str(tmp_path)).PluginRunToTagToContent("scalars")["."]
     assert {"mxsidecar/queued", "mxsidecar/dropped", "mxsidecar/sidecar_rss_mb", "mxsidecar/lost"} <= set(tags)
+
+
+def test_verbose_close_counts_the_items_logged(tmp_path, capsys) -> None:
+    """close() with verbose=True accounts for each value logged with add_* once: FLUSH,
+    STATS and CLOSE messages and the purge_step marker are not items (issue 15)."""
+    mx = pytest.importorskip("mxnet")
+    logdir = str(tmp_path)
+    sw = SidecarWriter(logdir, purge_step=0, verbose=True)
+    for i in range(7):
+        sw.add_scalar("x", float(i), i)
+        sw.flush()
+        sw.stats()
+    sw.add_histogram("h", np.arange(10.0), 0)
+    sw.add_text("t", "hello", 0)
+    with pytest.warns(RuntimeWarning, match="was not written"):
+        sw.add_histogram("all_nan", mx.nd.array([np.nan, np.nan]), 0)  # only the sidecar can refuse it
+        sw.flush()
+    capsys.readouterr()
+    with pytest.warns(RuntimeWarning, match="1 rejected"):
+        sw.close()
+    assert capsys.readouterr().out == f"mxsidecar: {logdir}: 9 items written, 0 dropped, 1 rejected, 0 lost\n"
+    assert len(summary_steps(logdir)) == 9  # what it says it wrote is in the file
+
+
+def test_verbose_close_accounts_for_dropped_items(tmp_path, capsys) -> None:
+    logdir = str(tmp_path)
+    sw = SidecarWriter(logdir, max_queue=2, on_full="drop", verbose=True)
+    for i in range(300):
+        sw.add_scalar("x", float(i), i)
+    sw.flush()
+    dropped = sw.stats()["dropped"].get("scalar", 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the drop warning, if the sidecar kept up with none
+        sw.close()
+    line = capsys.readouterr().out
+    written = int(
+        re.fullmatch(
+            rf"mxsidecar: {re.escape(logdir)}: (\d+) items written, {dropped} dropped, 0 rejected, 0 lost\n", line
+        )[1]
+    )
+    assert written + dropped == 300
+    assert written == len(summary_steps(logdir))
 
 
 def test_warnings_as_errors_do_not_kill_the_writer(tmp_path) -> None:

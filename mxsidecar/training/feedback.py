@@ -47,6 +47,7 @@ class SidecarFeedback:
     _done: int
     _spans: deque[tuple[int, int]]
     _controls: deque[int]
+    _controls_done: int
     _stats_replies: dict[int, dict[str, Any]]
     _error: MxSidecarError | None
     _exited: bool
@@ -63,6 +64,12 @@ class SidecarFeedback:
     def _items_pending(self) -> int:
         """Items (not control messages) logged and not yet handled by the sidecar."""
         return self._seq - self._done - len(self._controls)
+
+    def _items_handled(self) -> int:
+        """Items (not control messages) a sidecar wrote or refused: every seq up to
+        ``_done`` but the control messages and what was lost with a restarted sidecar
+        (``_restart`` marks that done too)."""
+        return self._done - self._controls_done - self.lost
 
     def _send(self, payloads: list[bytes], last_seq: int) -> None:
         """The completion thread's hand-off of one batch (``last_seq``: its last seq).
@@ -124,6 +131,7 @@ class SidecarFeedback:
             allocator.free(spans.popleft()[1])
         while self._controls and self._controls[0] <= done_seq:
             self._controls.popleft()
+            self._controls_done += 1
 
     def _on_notice(self, notice: Notice) -> None:
         kind = Kind(notice.kind).name.lower()

@@ -87,6 +87,7 @@ class Pipeline(SidecarFeedback):
         self._done = 0
         self._spans: deque[tuple[int, int]] = deque()  # (seq, offset), seq ascending
         self._controls: deque[int] = deque()  # seqs of control descriptors not yet done
+        self._controls_done = 0  # control descriptors done (or lost), for counting items
         self._stats_replies: dict[int, dict[str, Any]] = {}
         self.notices: Counter[tuple[str, str]] = Counter()  # (tag, reason) -> items refused
         self._error: MxSidecarError | None = None
@@ -141,6 +142,10 @@ class Pipeline(SidecarFeedback):
                 if self.flow.admit(self._reserve_slot, self._cond.wait, _KIND_NAMES[kind], tag, self._check) is None:
                     return False
             self._seq += 1
+            if kind == Kind.SESSION_START:
+                # purge_step's marker is no value the user logged: counted with the control
+                # messages, it stays out of the items queued, lost and written.
+                self._controls.append(self._seq)
             self.completion.put(
                 (Op.ITEM, self._seq, kind, tag, step, wall_time, run, number, text, 0, 0, "", (), options, None)
             )
@@ -349,11 +354,24 @@ class Pipeline(SidecarFeedback):
             self._error_raised = True
             raise self._error
 
+    def item_counts(self) -> dict[str, int]:
+        """What became of every value logged (control messages are not values), each in
+        one count: ``written``, ``dropped`` (on_full='drop'), ``rejected`` (by the
+        sidecar), ``lost`` (with a failed sidecar, restarted or not); after close() they
+        add up to everything logged."""
+        with self._cond:
+            rejected = sum(self.notices.values())
+            lost = self.lost + (self._items_pending() if self._error is not None else 0)
+            return {
+                "written": self._items_handled() - rejected,
+                "dropped": self.flow.dropped_total,
+                "rejected": rejected,
+                "lost": lost,
+            }
+
     def _report_losses(self) -> None:
-        dropped = self.flow.dropped_total
-        rejected = sum(self.notices.values())
-        lost = self._items_pending() if self._error is not None else 0
-        lost += self.lost
+        counts = self.item_counts()
+        dropped, rejected, lost = counts["dropped"], counts["rejected"], counts["lost"]
         if dropped or rejected or lost:
             _warn(
                 f"mxsidecar: {self.logdir}: {dropped} items dropped (on_full='drop'), "

@@ -105,7 +105,8 @@ class SidecarWriter(
         blocked_seconds, arena_used_mb, sidecar_cpu_seconds, sidecar_rss_mb), at step =
         seconds since the writer started, by a background thread.
     verbose : bool, default False
-        Print one line with the counts of written and dropped items at close.
+        Print one line at close: how many of the values logged (with ``add_*``, and
+        ``stats_secs``' own scalars) were written, dropped, rejected and lost.
     ranks : {'zero', 'all'}, default 'zero'
         Which processes of a distributed job write.  ``'zero'``: rank 0 writes as a
         single process would; every other rank's writer costs nothing (no sidecar, no
@@ -262,10 +263,10 @@ class SidecarWriter(
         """
         self._pipe.close(timeout)
         if self._verbose:
-            s = self._pipe
+            c = self._pipe.item_counts()  # values logged only: flush(), stats() and close() are not items
             print(
-                f"mxsidecar: {self._logdir}: {s._done} items handled, {s.flow.dropped_total} dropped, "
-                f"{sum(s.notices.values())} rejected"
+                f"mxsidecar: {self._logdir}: {c['written']} items written, {c['dropped']} dropped, "
+                f"{c['rejected']} rejected, {c['lost']} lost"
             )
 
     def stats(self) -> dict[str, Any]:
