@@ -21,6 +21,7 @@ from ..errors import MxSidecarError, SidecarError
 from ..wire.arena import Arena
 from ..wire.descriptors import Kind, Notice
 from ..wire.framing import ChannelClosed
+from .backpressure import FlowControl
 from .supervisor import SidecarOptions, Supervisor
 
 __all__ = ["SidecarFeedback"]
@@ -42,6 +43,7 @@ class SidecarFeedback:
     supervisor: Supervisor
     _retired: list[Supervisor]  # the supervisors of restarted sidecars, their channels shut down
     notices: Counter[tuple[str, str]]
+    flow: FlowControl
     _cond: threading.Condition
     _last_sent: int
     _done: int
@@ -70,6 +72,21 @@ class SidecarFeedback:
         ``_done`` but the control messages and what was lost with a restarted sidecar
         (``_restart`` marks that done too)."""
         return self._done - self._controls_done - self.lost
+
+    def item_counts(self) -> dict[str, int]:
+        """What became of every value logged (control messages are not values), each in
+        one count: ``written``, ``dropped`` (on_full='drop'), ``rejected`` (by the
+        sidecar), ``lost`` (with a failed sidecar, restarted or not); after close() they
+        add up to everything logged."""
+        with self._cond:
+            rejected = sum(self.notices.values())
+            lost = self.lost + (self._items_pending() if self._error is not None else 0)
+            return {
+                "written": self._items_handled() - rejected,
+                "dropped": self.flow.dropped_total,
+                "rejected": rejected,
+                "lost": lost,
+            }
 
     def _send(self, payloads: list[bytes], last_seq: int) -> None:
         """The completion thread's hand-off of one batch (``last_seq``: its last seq).

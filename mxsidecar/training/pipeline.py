@@ -354,21 +354,6 @@ class Pipeline(SidecarFeedback):
             self._error_raised = True
             raise self._error
 
-    def item_counts(self) -> dict[str, int]:
-        """What became of every value logged (control messages are not values), each in
-        one count: ``written``, ``dropped`` (on_full='drop'), ``rejected`` (by the
-        sidecar), ``lost`` (with a failed sidecar, restarted or not); after close() they
-        add up to everything logged."""
-        with self._cond:
-            rejected = sum(self.notices.values())
-            lost = self.lost + (self._items_pending() if self._error is not None else 0)
-            return {
-                "written": self._items_handled() - rejected,
-                "dropped": self.flow.dropped_total,
-                "rejected": rejected,
-                "lost": lost,
-            }
-
     def _report_losses(self) -> None:
         counts = self.item_counts()
         dropped, rejected, lost = counts["dropped"], counts["rejected"], counts["lost"]
