@@ -43,6 +43,7 @@ class SidecarFeedback:
     supervisor: Supervisor
     _retired: list[Supervisor]  # the supervisors of restarted sidecars, their channels shut down
     notices: Counter[tuple[str, str]]
+    files: list[str]
     flow: FlowControl
     _cond: threading.Condition
     _last_sent: int
@@ -61,7 +62,7 @@ class SidecarFeedback:
         logdir, arena, flush_secs, suffix = self._sidecar_args
         nice, cpus, sched_idle = self._sidecar_tuning
         options = SidecarOptions(logdir, arena, flush_secs, suffix, next(_file_index), nice, cpus, sched_idle)
-        return Supervisor(options, self._on_progress, self._on_notice, self._on_stats, self._on_exit)
+        return Supervisor(options, self._on_progress, self._on_notice, self._on_stats, self._on_exit, self._on_opened)
 
     def _items_pending(self) -> int:
         """Items (not control messages) logged and not yet handled by the sidecar."""
@@ -171,6 +172,15 @@ class SidecarFeedback:
         with self._cond:
             self._stats_replies[seq] = stats
             self._cond.notify_all()
+
+    def _on_opened(self, path: str) -> None:
+        with self._cond:
+            self.files.append(path)  # each sidecar creates each of its files once (O_EXCL)
+
+    def event_files(self) -> list[str]:
+        """Every event file this pipeline's sidecars created, in order, restarts included."""
+        with self._cond:
+            return list(self.files)
 
     def _on_exit(self, error: SidecarError | None) -> None:
         with self._cond:

@@ -90,6 +90,7 @@ class Pipeline(SidecarFeedback):
         self._controls_done = 0  # control descriptors done (or lost), for counting items
         self._stats_replies: dict[int, dict[str, Any]] = {}
         self.notices: Counter[tuple[str, str]] = Counter()  # (tag, reason) -> items refused
+        self.files: list[str] = []  # every event file its sidecars created, restarts included
         self._error: MxSidecarError | None = None
         self._error_raised = False
         self._exited = False

@@ -9,6 +9,7 @@
                            --fd=N, ...], pass_fds=[N]) ------> main()
     completion thread --- descriptors ----------------------->  recv / encode / write
     receiver thread   <-- Progress / Notice / StatsReply -----  after every batch
+                      <-- Opened(path) -----------------------  a new event file
                       <-- ErrorReport (traceback) ------------  on an exception, then exit 1
                       <-- EOF --------------------------------  on exit, crash or SIGKILL
         EOF -> proc.wait() -> SidecarError (sticky), every waiter woken
@@ -33,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import RemoteTraceback, SidecarError
-from ..wire.descriptors import ErrorReport, Notice, Progress, StatsReply, decode_reply
+from ..wire.descriptors import ErrorReport, Notice, Opened, Progress, StatsReply, decode_reply
 from ..wire.framing import Channel, ChannelClosed
 
 __all__ = ["SidecarOptions", "Supervisor"]
@@ -105,8 +106,9 @@ class Supervisor:
     """Owns the sidecar process and the trainer's end of the channel.
 
     Callbacks run on the receiver thread: ``on_progress(done_seq)``,
-    ``on_notice(Notice)``, ``on_stats(seq, dict)`` and, exactly once when the sidecar
-    is gone, ``on_exit(error_or_None)`` (None: it exited cleanly after CLOSE).
+    ``on_notice(Notice)``, ``on_stats(seq, dict)``, ``on_opened(path)`` and, exactly
+    once when the sidecar is gone, ``on_exit(error_or_None)`` (None: it exited cleanly
+    after CLOSE).
     """
 
     def __init__(
@@ -116,12 +118,14 @@ class Supervisor:
         on_notice: Callable[[Notice], None],
         on_stats: Callable[[int, dict[str, Any]], None],
         on_exit: Callable[[SidecarError | None], None],
+        on_opened: Callable[[str], None],
     ) -> None:
         self.options = options
         self._on_progress = on_progress
         self._on_notice = on_notice
         self._on_stats = on_stats
         self._on_exit = on_exit
+        self._on_opened = on_opened
         self.close_requested = False
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = dict(os.environ)
@@ -180,6 +184,8 @@ class Supervisor:
                         self._on_notice(reply)
                     elif isinstance(reply, StatsReply):
                         self._on_stats(reply.seq, reply.stats)
+                    elif isinstance(reply, Opened):
+                        self._on_opened(reply.path)
                     elif isinstance(reply, ErrorReport):
                         remote_tb = reply.traceback
         except ChannelClosed:
