@@ -89,6 +89,18 @@ class SidecarFeedback:
                 "lost": lost,
             }
 
+    def _report_losses(self) -> None:
+        counts = self.item_counts()
+        dropped, rejected, lost = counts["dropped"], counts["rejected"], counts["lost"]
+        if dropped or rejected or lost:
+            _warn(
+                f"mxsidecar: {self.logdir}: {dropped} items dropped (on_full='drop'), "
+                f"{rejected} rejected by the sidecar, {lost} lost with the sidecar "
+                f"({self.restarts} restarts); see stats()",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
     def _send(self, payloads: list[bytes], last_seq: int) -> None:
         """The completion thread's hand-off of one batch (``last_seq``: its last seq).
 

@@ -33,7 +33,7 @@ from ..wire.arena import Arena, SpanAllocator
 from ..wire.descriptors import Kind, Op
 from .backpressure import FlowControl, OnFull
 from .capture import STOP, CompletionThread, EngineCapture
-from .feedback import SidecarFeedback, _warn
+from .feedback import SidecarFeedback
 from .supervisor import Supervisor
 
 __all__ = ["Part", "Pipeline"]
@@ -143,10 +143,6 @@ class Pipeline(SidecarFeedback):
                 if self.flow.admit(self._reserve_slot, self._cond.wait, _KIND_NAMES[kind], tag, self._check) is None:
                     return False
             self._seq += 1
-            if kind == Kind.SESSION_START:
-                # purge_step's marker is no value the user logged: counted with the control
-                # messages, it stays out of the items queued, lost and written.
-                self._controls.append(self._seq)
             self.completion.put(
                 (Op.ITEM, self._seq, kind, tag, step, wall_time, run, number, text, 0, 0, "", (), options, None)
             )
@@ -259,6 +255,18 @@ class Pipeline(SidecarFeedback):
             self._engine = EngineCapture()
         return self._engine
 
+    def purge(self, step: int, wall_time: float) -> None:
+        """``purge_step``'s SessionLog START: an ITEM to the sidecar, but no value the
+        user logged, so it is counted with the control messages (never in the items
+        queued, lost or written) and, like them, is never subject to max_queue."""
+        with self._cond:
+            self._check()
+            self._seq += 1
+            self._controls.append(self._seq)
+            self.completion.put(
+                (Op.ITEM, self._seq, Kind.SESSION_START, "", step, wall_time, "", 0.0, "", 0, 0, "", (), None, None)
+            )
+
     def _control(self, op: Op) -> int:
         """Enqueue a control descriptor (never subject to max_queue); its seq."""
         self._seq += 1
@@ -354,18 +362,6 @@ class Pipeline(SidecarFeedback):
         if self._error is not None and not self._error_raised:
             self._error_raised = True
             raise self._error
-
-    def _report_losses(self) -> None:
-        counts = self.item_counts()
-        dropped, rejected, lost = counts["dropped"], counts["rejected"], counts["lost"]
-        if dropped or rejected or lost:
-            _warn(
-                f"mxsidecar: {self.logdir}: {dropped} items dropped (on_full='drop'), "
-                f"{rejected} rejected by the sidecar, {lost} lost with the sidecar "
-                f"({self.restarts} restarts); see stats()",
-                RuntimeWarning,
-                stacklevel=3,
-            )
 
 
 def _wait_all(waits: list[Callable[[], Any]]) -> Callable[[], None]:

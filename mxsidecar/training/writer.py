@@ -214,7 +214,7 @@ class SidecarWriter(
         os.makedirs(self._logdir, exist_ok=True)
         self._pipe = Pipeline(self._logdir, **self._config)
         if purge is not None:
-            self._pipe.submit(Kind.SESSION_START, "", purge, _now())
+            self._pipe.purge(purge, _now())
         if stats_secs is not None:
             threading.Thread(target=self._log_stats, args=(stats_secs,), name="mxsidecar-stats", daemon=True).start()
 
