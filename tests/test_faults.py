@@ -164,10 +164,10 @@ def test_logdir_deleted_under_the_sidecar(tmp_path) -> None:
 # -- on_error='restart' -------------------------------------------------------------
 
 
-def test_restart_goes_on_and_counts_the_loss(tmp_path, monkeypatch) -> None:
+def test_restart_goes_on_and_counts_the_loss(tmp_path, monkeypatch, capsys) -> None:
     faults(monkeypatch, {"at": "encode", "tag": "boom", "action": "kill"})
     logdir = str(tmp_path)
-    sw = SidecarWriter(logdir, on_error="restart")
+    sw = SidecarWriter(logdir, on_error="restart", verbose=True)
     log_steps(sw, "x", range(5))
     sw.flush()
     first = sw.stats()["sidecar_pid"]
@@ -179,7 +179,10 @@ def test_restart_goes_on_and_counts_the_loss(tmp_path, monkeypatch) -> None:
     sw.flush()
     stats = sw.stats()
     assert stats["sidecar_pid"] != first and stats["lost"] == 1 and "SIGKILL" in stats["last_error"]
-    sw.close()
+    capsys.readouterr()
+    with pytest.warns(RuntimeWarning, match=r"1 lost with the sidecar \(1 restarts\)"):
+        sw.close()
+    assert capsys.readouterr().out == f"mxsidecar: {logdir}: 9 items written, 0 dropped, 0 rejected, 1 lost\n"
     assert len(event_files(logdir)) == 2  # a new event file for the new sidecar
     assert intact(logdir) == {"x": [0, 1, 2, 3, 4, 6, 7, 8, 9]}
     mux = load_multiplexer(logdir)
@@ -195,6 +198,62 @@ def test_restart_gives_up_after_max_restarts(tmp_path, monkeypatch) -> None:
                 sw.add_scalar("boom", 0.0, i)
                 sw.flush(timeout=30)
     sw.close()
+
+
+# A batch and the sidecar's death race: the completion thread hands the batch to the
+# channel while the receiver thread sees the sidecar go and restarts it.  Each test holds
+# the completion thread at one point of its hand-off (a wrapper around the first
+# sidecar's send) until the restart is complete, so the interleaving is forced, not
+# hoped for; the batch is a single item ("boom") that no sidecar ever writes.
+
+
+def hold_first_send(sw: SidecarWriter, before: bool) -> list[BaseException]:
+    """Make the first sidecar's send wait for the restart: before the bytes go (the
+    sidecar is killed first) or after (the sidecar kills itself on receiving them)."""
+    pipe = sw._pipe
+    sup = pipe.supervisor
+    real_send = sup.send
+    failures: list[BaseException] = []
+
+    def restarted() -> None:
+        with pipe._cond:
+            if not pipe._cond.wait_for(lambda: pipe.restarts == 1, 60):
+                failures.append(TimeoutError("no restart"))
+
+    def send(payloads: list[bytes]) -> None:
+        if before:
+            os.kill(sup.pid, signal.SIGKILL)
+            restarted()
+            real_send(payloads)  # to the dead sidecar's channel: ChannelClosed
+        else:
+            real_send(payloads)  # boom's receive fault kills the sidecar
+            restarted()
+
+    sup.send = send  # type: ignore[method-assign]
+    return failures
+
+
+@pytest.mark.parametrize("before", [False, True], ids=["restart_after_send", "restart_before_send"])
+def test_batch_sent_as_the_sidecar_dies_is_counted_lost(tmp_path, monkeypatch, before) -> None:
+    faults(monkeypatch, {"at": "receive", "tag": "boom", "action": "kill"})
+    logdir = str(tmp_path)
+    sw = SidecarWriter(logdir, on_error="restart")
+    monkeypatch.delenv(ENV)  # the new sidecar has no fault
+    log_steps(sw, "x", range(3))
+    sw.flush(timeout=30)
+    failures = hold_first_send(sw, before)
+    with pytest.warns(RuntimeWarning, match="lost with a failed sidecar"):
+        sw.add_scalar("boom", 0.0, 3)  # alone in its batch: nothing else is logged until the restart
+        with sw._pipe._cond:
+            assert sw._pipe._cond.wait_for(lambda: sw._pipe.restarts == 1, 60)
+        log_steps(sw, "x", range(4, 7))
+        sw.flush(timeout=30)
+    assert not failures
+    stats = sw.stats()
+    assert (stats["restarts"], stats["lost"], stats["queued"], stats["in_flight"]) == (1, 1, 0, 0)
+    with pytest.warns(RuntimeWarning, match=r"1 lost with the sidecar \(1 restarts\)"):
+        sw.close()
+    assert intact(logdir) == {"x": [0, 1, 2, 4, 5, 6]}
 
 
 # -- the trainer dies -----------------------------------------------------------------

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
+import warnings
 
+import numpy as np
 import pytest
 from conftest import event_files, read_events, sidecar_children, wait_until
 
@@ -181,6 +185,48 @@ def test_stats_logged_as_scalars(tmp_path) -> None:
     assert {"mxsidecar/queued", "mxsidecar/dropped", "mxsidecar/sidecar_rss_mb", "mxsidecar/lost"} <= set(tags)
 
 
+def test_verbose_close_counts_the_items_logged(tmp_path, capsys) -> None:
+    """close() with verbose=True accounts for each value logged with add_* once: FLUSH,
+    STATS and CLOSE messages and the purge_step marker are not items (issue 15)."""
+    mx = pytest.importorskip("mxnet")
+    logdir = str(tmp_path)
+    sw = SidecarWriter(logdir, purge_step=0, verbose=True)
+    for i in range(7):
+        sw.add_scalar("x", float(i), i)
+        sw.flush()
+        sw.stats()
+    sw.add_histogram("h", np.arange(10.0), 0)
+    sw.add_text("t", "hello", 0)
+    with pytest.warns(RuntimeWarning, match="was not written"):
+        sw.add_histogram("all_nan", mx.nd.array([np.nan, np.nan]), 0)  # only the sidecar can refuse it
+        sw.flush()
+    capsys.readouterr()
+    with pytest.warns(RuntimeWarning, match="1 rejected"):
+        sw.close()
+    assert capsys.readouterr().out == f"mxsidecar: {logdir}: 9 items written, 0 dropped, 1 rejected, 0 lost\n"
+    assert len(summary_steps(logdir)) == 9  # what it says it wrote is in the file
+
+
+def test_verbose_close_accounts_for_dropped_items(tmp_path, capsys) -> None:
+    logdir = str(tmp_path)
+    sw = SidecarWriter(logdir, max_queue=2, on_full="drop", verbose=True)
+    for i in range(300):
+        sw.add_scalar("x", float(i), i)
+    sw.flush()
+    dropped = sw.stats()["dropped"].get("scalar", 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the drop warning, if the sidecar kept up with none
+        sw.close()
+    line = capsys.readouterr().out
+    written = int(
+        re.fullmatch(
+            rf"mxsidecar: {re.escape(logdir)}: (\d+) items written, {dropped} dropped, 0 rejected, 0 lost\n", line
+        )[1]
+    )
+    assert written + dropped == 300
+    assert written == len(summary_steps(logdir))
+
+
 def test_warnings_as_errors_do_not_kill_the_writer(tmp_path) -> None:
     """Under -W error our notices (raised in a background thread) must not look like a dead sidecar."""
     script = textwrap.dedent(
@@ -238,3 +284,101 @@ def test_stats_name_the_sidecars_protobuf(tmp_path, monkeypatch, implementation)
         got = w.stats()["sidecar"]["protobuf"]
     expected = implementation or api_implementation.Type()
     assert got == {"version": google.protobuf.__version__, "implementation": expected}
+
+
+# -- export_scalars / clear_scalar_dict: every file this writer wrote (issue 15) ---------
+
+
+def exported(sw: SidecarWriter, path: str) -> dict[str, list[int]]:
+    """export_scalars' JSON: key -> steps, each value checked against its step."""
+    sw.export_scalars(path)
+    with open(path) as f:
+        out = json.load(f)
+    for values in out.values():
+        assert all(value == float(step) for _wall, step, value in values)
+    return {key: [step for _wall, step, _value in values] for key, values in out.items()}
+
+
+def scalar_steps_read_by_tensorboard(logdir: str) -> dict[str, list[int]]:
+    """The same keys as export_scalars, from TensorBoard's own loader."""
+    from conftest import load_multiplexer, tensor_values
+
+    mux = load_multiplexer(logdir)
+    out = {}
+    for run, tags in mux.PluginRunToTagToContent("scalars").items():
+        for tag in tags:
+            key = os.path.join(logdir, tag if run == "." else run)
+            out[key] = sorted(step for step, _ in tensor_values(mux, run, tag))
+    return out
+
+
+def test_export_after_close(tmp_path) -> None:
+    logdir = str(tmp_path)
+    sw = SidecarWriter(logdir)
+    for i in range(5):
+        sw.add_scalar("x", float(i), i)
+        sw.add_scalars("g", {"a": float(i), "b": float(i)}, i)
+    sw.close()
+    got = exported(sw, str(tmp_path / "s.json"))
+    assert got == scalar_steps_read_by_tensorboard(logdir)
+    assert got[os.path.join(logdir, "x")] == list(range(5)) and len(got) == 3  # x, g/a, g/b
+    assert sorted(sw.stats()["files"]) == event_files(logdir)
+
+
+def test_export_covers_the_files_of_every_reopen(tmp_path) -> None:
+    logdir = str(tmp_path)
+    sw = SidecarWriter(logdir)
+    sw.add_scalar("x", 0.0, 0)
+    sw.close()
+    sw.reopen()
+    sw.add_scalar("x", 1.0, 1)
+    sw.add_scalars("g", {"a": 1.0}, 1)
+    sw.close()
+    sw.reopen()
+    sw.add_scalar("x", 2.0, 2)
+    assert exported(sw, str(tmp_path / "s.json")) == {
+        os.path.join(logdir, "x"): [0, 1, 2],
+        os.path.join(logdir, "g", "a"): [1],
+    }
+    assert sorted(sw.stats()["files"]) == event_files(logdir) and len(event_files(logdir)) == 4
+    sw.close()
+
+
+def test_export_covers_the_files_of_a_restarted_sidecar(tmp_path) -> None:
+    logdir = str(tmp_path)
+    sw = SidecarWriter(logdir, on_error="restart")
+    for i in range(3):
+        sw.add_scalar("x", float(i), i)
+    sw.flush()
+    with pytest.warns(RuntimeWarning, match="restarting"):
+        os.kill(sw.stats()["sidecar_pid"], signal.SIGKILL)
+        assert wait_until(lambda: sw.stats()["restarts"] == 1)
+    for i in range(3, 6):
+        sw.add_scalar("x", float(i), i)
+    assert exported(sw, str(tmp_path / "s.json")) == {os.path.join(logdir, "x"): list(range(6))}
+    assert sorted(sw.stats()["files"]) == event_files(logdir) and len(event_files(logdir)) == 2
+    sw.close()
+
+
+def test_clear_scalar_dict_across_close_and_reopen(tmp_path) -> None:
+    logdir = str(tmp_path)
+    key = os.path.join(logdir, "x")
+    path = str(tmp_path / "s.json")
+    sw = SidecarWriter(logdir)
+    sw.add_scalar("x", 0.0, 0)
+    sw.add_scalar("x", 1.0, 1)
+    sw.close()
+    assert exported(sw, path) == {key: [0, 1]}
+    sw.reopen()
+    sw.add_scalar("x", 2.0, 2)
+    sw.clear_scalar_dict()  # both pipelines' files
+    sw.add_scalar("x", 3.0, 3)
+    assert exported(sw, path) == {key: [3]}
+    sw.close()
+    assert exported(sw, path) == {key: [3]}
+    sw.clear_scalar_dict()  # after close too
+    assert exported(sw, path) == {}
+    sw.reopen()
+    sw.add_scalar("x", 4.0, 4)
+    assert exported(sw, path) == {key: [4]}
+    sw.close()

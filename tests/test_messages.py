@@ -12,6 +12,7 @@ from mxsidecar.wire.descriptors import (
     Kind,
     Notice,
     Op,
+    Opened,
     Progress,
     StatsReply,
     decode_reply,
@@ -66,6 +67,8 @@ def test_replies_round_trip() -> None:
         ErrorReport("Traceback ...\nValueError: x"),
         Notice(3, 2, "t", "bad"),
         StatsReply(9, {"a": 1}),
+        Opened("/logs/run/events.out.tfevents.1.h.2.0-v2"),
+        Opened("/logs/\udcff\u00e9/f"),  # not UTF-8 on disk (surrogate-escaped), and UTF-8
     ):
         assert decode_reply(r.pack()) == r
 

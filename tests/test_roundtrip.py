@@ -9,6 +9,8 @@ import socket
 import numpy as np
 import pytest
 from conftest import event_files, load_multiplexer, read_events, tensor_values
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from mxsidecar import SidecarWriter, SummaryWriter
 
@@ -133,3 +135,46 @@ def test_two_writers_one_logdir_get_distinct_files(tmp_path) -> None:
         a.add_scalar("a", 1, 0)
         b.add_scalar("b", 2, 0)
     assert len(event_files(logdir)) == 2
+
+
+# Values the sidecar's argparse would take for options of their own if they travelled as a
+# separate word ('--suffix', '-v2': "expected one argument", exit 2; '--help': exit 0).
+OPTION_LIKE_SUFFIXES = ["-v2", "-", "--", "--help", "-h", "--suffix", "-=x", "--logdir=elsewhere", '"quoted"', " -x"]
+
+
+@pytest.mark.parametrize("suffix", OPTION_LIKE_SUFFIXES)
+def test_filename_suffix_that_looks_like_an_option(tmp_path, suffix) -> None:
+    logdir = str(tmp_path)
+    with SidecarWriter(logdir, filename_suffix=suffix) as sw:
+        sw.add_scalar("x", 1.0, 0)
+        sw.flush(timeout=30)
+        assert sw.stats()["last_error"] is None
+    (path,) = event_files(logdir)
+    assert os.path.basename(path).endswith(suffix)
+    mux = load_multiplexer(logdir)
+    assert [s for s, _ in tensor_values(mux, ".", "x")] == [0]
+
+
+@given(
+    suffix=st.text(st.characters(codec="utf-8", exclude_characters="/\0"), max_size=30),
+    cpus=st.lists(st.integers(0, 512), max_size=4),
+)
+@example(suffix="-", cpus=[])  # '--' as a value: argparse drops it even as --arena=--
+@example(suffix="-v2", cpus=[0])
+@settings(max_examples=200, deadline=None)
+def test_every_sidecar_option_survives_its_command_line(suffix, cpus) -> None:
+    """What the trainer puts on the sidecar's command line is what the sidecar parses."""
+    from mxsidecar.sidecar.process import _parse
+    from mxsidecar.training.supervisor import SidecarOptions
+
+    # A logdir is absolute and the arena name ours, but nothing here should rely on it.
+    opts = SidecarOptions("-" + suffix, "-" + suffix, 0.5, suffix, 7, 3, tuple(cpus), sched_idle=bool(cpus))
+    argv = opts.argv(5)
+    assert argv[1:3] == ["-m", "mxsidecar.sidecar"]
+    got = vars(_parse(argv[3:]))
+    del got["parent_ctime"]
+    cpu_list = ",".join(map(str, cpus))
+    assert got == {
+        **{"fd": 5, "arena": "-" + suffix, "logdir": "-" + suffix, "flush_secs": 0.5, "suffix": suffix},
+        **{"file_index": 7, "ppid": os.getpid(), "nice": 3, "cpus": cpu_list, "sched_idle": bool(cpus)},
+    }

@@ -1,7 +1,7 @@
 """The sidecar process: receive descriptors, encode, frame, append to event files.
 
 Started by :mod:`mxsidecar.training.supervisor` as its own interpreter,
-``python -m mxsidecar.sidecar --fd N --arena NAME --logdir DIR ...``: never forked
+``python -m mxsidecar.sidecar --fd=N --arena='"NAME"' --logdir='"DIR"' ...``: never forked
 from the trainer (MXNet's engine threads and CUDA do not survive ``fork``) and never
 through multiprocessing's spawn (which would re-run the user's ``__main__``).  It
 never imports mxnet.
@@ -18,6 +18,7 @@ Data flow::
     CLOSE -> fsync and close every file, exit 0
       |
       v  after each batch: Progress(done_seq) -> the trainer frees spans <= done_seq
+    a new event file -> Opened(path), before any Progress covering what it holds
 
 Lifetimes:
 * EOF without CLOSE, or the parent gone (``getppid`` changed, or psutil says the
@@ -42,7 +43,7 @@ import numpy as np
 
 from ..formats.proto import _runtime, event_pb2
 from ..wire.arena import Arena
-from ..wire.descriptors import Descriptor, Kind, Notice, Op, Progress, StatsReply
+from ..wire.descriptors import Descriptor, Kind, Notice, Op, Opened, Progress, StatsReply
 from ..wire.framing import Channel, ChannelClosed
 from . import faults
 from .encoders import encoder_for
@@ -97,6 +98,9 @@ class Sidecar:
                 run, wall_time=time.time(), pid=self.pid_for_names, index=self.file_index, suffix=self.suffix
             )
             self.files[run] = f
+            # Before the Progress that covers anything written to it: the trainer's list
+            # of this writer's files (export_scalars) outlives this process.
+            self._send(Opened(f.path).pack())
         return f
 
     def flush_all(self) -> None:

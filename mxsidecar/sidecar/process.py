@@ -1,6 +1,6 @@
 """The sidecar as a process: its command line, its scheduling, its signals, its exit.
 
-``python -m mxsidecar.sidecar --fd N --arena NAME --logdir DIR ...`` (see
+``python -m mxsidecar.sidecar --fd=N --arena='"NAME"' --logdir='"DIR"' ...`` (see
 ``training/supervisor.py``, which starts it) lowers its own priority first (invariant
 9), attaches to the trainer's shared memory, and runs :class:`~.loop.Sidecar` until
 CLOSE, EOF or the parent's death.  Its exit says how it ended:
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import json
 import os
 import signal
 import socket
@@ -37,10 +38,11 @@ class _Terminated(Exception):
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m mxsidecar.sidecar", description=__doc__.split("\n")[0])
     p.add_argument("--fd", type=int, required=True, help="inherited socket descriptor")
-    p.add_argument("--arena", required=True, help="shared-memory segment name")
-    p.add_argument("--logdir", required=True)
+    # The trainer's text arrives as JSON strings (training/supervisor.py says why).
+    p.add_argument("--arena", type=json.loads, required=True, help="shared-memory segment name, a JSON string")
+    p.add_argument("--logdir", type=json.loads, required=True, help="a JSON string")
     p.add_argument("--flush-secs", type=float, default=120.0)
-    p.add_argument("--suffix", default="")
+    p.add_argument("--suffix", type=json.loads, default="", help="a JSON string")
     p.add_argument("--file-index", type=int, default=0)
     p.add_argument("--ppid", type=int, required=True)
     p.add_argument("--parent-ctime", type=float, default=0.0)

@@ -233,9 +233,7 @@ class CompletionThread(threading.Thread):
     not be computed: the item is then sent as SKIP, with the reason).
     """
 
-    def __init__(
-        self, send: Callable[[list[bytes], list[int], int], None], on_failure: Callable[[BaseException], None]
-    ) -> None:
+    def __init__(self, send: Callable[[list[bytes], int], None], on_failure: Callable[[BaseException], None]) -> None:
         super().__init__(name="mxsidecar-completion", daemon=True)
         self._send = send
         self._on_failure = on_failure
@@ -243,19 +241,16 @@ class CompletionThread(threading.Thread):
         self.put = self.queue.put  # the training thread's whole cost of a hand-off
 
     def run(self) -> None:
-        """``send(payloads, item_seqs, last_seq)`` gets the frames of a batch, the seqs of
-        the summary items among them (what is lost if the batch never arrives) and the
-        batch's last seq, control descriptors included."""
+        """``send(payloads, last_seq)`` gets the frames of a batch and the batch's last
+        seq, control descriptors included."""
         q = self.queue
         payloads: list[bytes] = []
-        seqs: list[int] = []
         last = [0]
 
         def send() -> None:
             if payloads:
-                self._send(payloads[:], seqs[:], last[0])
+                self._send(payloads[:], last[0])
                 payloads.clear()
-                seqs.clear()
 
         try:
             while True:
@@ -281,8 +276,6 @@ class CompletionThread(threading.Thread):
                             continue
                     payloads.append(pack_descriptor(*item[:-1]))
                     last[0] = item[1]
-                    if item[0] == Op.ITEM:
-                        seqs.append(item[1])
                 send()
                 # Each item's tuple (and numpy views it may pin) goes now, not at the next burst.
                 del batch, item

@@ -21,6 +21,7 @@ from ..errors import MxSidecarError, SidecarError
 from ..wire.arena import Arena
 from ..wire.descriptors import Kind, Notice
 from ..wire.framing import ChannelClosed
+from .backpressure import FlowControl
 from .supervisor import SidecarOptions, Supervisor
 
 __all__ = ["SidecarFeedback"]
@@ -40,12 +41,16 @@ class SidecarFeedback:
     closed: bool
     arena: Arena
     supervisor: Supervisor
+    _retired: list[Supervisor]  # the supervisors of restarted sidecars, their channels shut down
     notices: Counter[tuple[str, str]]
+    files: list[str]
+    flow: FlowControl
     _cond: threading.Condition
     _last_sent: int
     _done: int
     _spans: deque[tuple[int, int]]
     _controls: deque[int]
+    _controls_done: int
     _stats_replies: dict[int, dict[str, Any]]
     _error: MxSidecarError | None
     _exited: bool
@@ -57,18 +62,62 @@ class SidecarFeedback:
         logdir, arena, flush_secs, suffix = self._sidecar_args
         nice, cpus, sched_idle = self._sidecar_tuning
         options = SidecarOptions(logdir, arena, flush_secs, suffix, next(_file_index), nice, cpus, sched_idle)
-        return Supervisor(options, self._on_progress, self._on_notice, self._on_stats, self._on_exit)
+        return Supervisor(options, self._on_progress, self._on_notice, self._on_stats, self._on_exit, self._on_opened)
 
     def _items_pending(self) -> int:
         """Items (not control messages) logged and not yet handled by the sidecar."""
         return self._seq - self._done - len(self._controls)
 
-    def _send(self, payloads: list[bytes], item_seqs: list[int], last_seq: int) -> None:
-        """The completion thread's hand-off.  If the channel is gone, wait for the
-        receiver's verdict: a restarted sidecar (this batch is lost: counted, and marked
-        done so that no flush() waits for it; the next batch goes to the new channel)
-        or the end (ChannelClosed ends the thread)."""
-        sup = self.supervisor
+    def _items_handled(self) -> int:
+        """Items (not control messages) a sidecar wrote or refused: every seq up to
+        ``_done`` but the control messages and what was lost with a restarted sidecar
+        (``_restart`` marks that done too)."""
+        return self._done - self._controls_done - self.lost
+
+    def item_counts(self) -> dict[str, int]:
+        """What became of every value logged (control messages are not values), each in
+        one count: ``written``, ``dropped`` (on_full='drop'), ``rejected`` (by the
+        sidecar), ``lost`` (with a failed sidecar, restarted or not); after close() they
+        add up to everything logged."""
+        with self._cond:
+            rejected = sum(self.notices.values())
+            lost = self.lost + (self._items_pending() if self._error is not None else 0)
+            return {
+                "written": self._items_handled() - rejected,
+                "dropped": self.flow.dropped_total,
+                "rejected": rejected,
+                "lost": lost,
+            }
+
+    def _report_losses(self) -> None:
+        counts = self.item_counts()
+        dropped, rejected, lost = counts["dropped"], counts["rejected"], counts["lost"]
+        if dropped or rejected or lost:
+            _warn(
+                f"mxsidecar: {self.logdir}: {dropped} items dropped (on_full='drop'), "
+                f"{rejected} rejected by the sidecar, {lost} lost with the sidecar "
+                f"({self.restarts} restarts); see stats()",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def _send(self, payloads: list[bytes], last_seq: int) -> None:
+        """The completion thread's hand-off of one batch (``last_seq``: its last seq).
+
+        The batch counts as sent, and its channel is chosen, in one critical section
+        *before* its bytes go.  A restart takes the same lock, so it comes either
+        before (the batch goes to the new sidecar) or after (``_restart`` sees the batch
+        in ``_last_sent`` and counts it lost with the dead sidecar, then marks it done).
+        Recording it after the send instead (issue 15) let a restart slip in between:
+        a batch the dead sidecar received was then neither counted lost nor re-sent.
+        A restart shuts the old channel down but does not close it under a send (see
+        ``_restart``), so a send that lost the race fails with ChannelClosed; then wait
+        for the receiver's verdict: a restarted sidecar (this batch is already counted)
+        or the end (ChannelClosed ends the completion thread).
+        """
+        with self._cond:
+            sup = self.supervisor
+            self._last_sent = last_seq
         try:
             sup.send(payloads)
         except ChannelClosed:
@@ -76,11 +125,6 @@ class SidecarFeedback:
                 self._cond.wait_for(lambda: self.supervisor is not sup or self._error is not None or self.closed)
                 if self.supervisor is sup:
                     raise
-                self._count_lost(len([q for q in item_seqs if q > self._done]))
-                self._advance(last_seq)
-                self._cond.notify_all()
-            return
-        self._last_sent = last_seq
 
     def _count_lost(self, n: int) -> None:
         if n:
@@ -117,6 +161,7 @@ class SidecarFeedback:
             allocator.free(spans.popleft()[1])
         while self._controls and self._controls[0] <= done_seq:
             self._controls.popleft()
+            self._controls_done += 1
 
     def _on_notice(self, notice: Notice) -> None:
         kind = Kind(notice.kind).name.lower()
@@ -139,6 +184,15 @@ class SidecarFeedback:
         with self._cond:
             self._stats_replies[seq] = stats
             self._cond.notify_all()
+
+    def _on_opened(self, path: str) -> None:
+        with self._cond:
+            self.files.append(path)  # each sidecar creates each of its files once (O_EXCL)
+
+    def event_files(self) -> list[str]:
+        """Every event file this pipeline's sidecars created, in order, restarts included."""
+        with self._cond:
+            return list(self.files)
 
     def _on_exit(self, error: SidecarError | None) -> None:
         with self._cond:
@@ -166,7 +220,12 @@ class SidecarFeedback:
         sent = max(self._last_sent, self._done)
         lost = (sent - self._done) - len([c for c in self._controls if self._done < c <= sent])
         self._advance(sent)
-        self.supervisor.close_channel()
+        # Shut down, not closed: the completion thread may be about to send on it.  A
+        # closed socket fails that send with EBADF (a completion thread failure), or
+        # worse, its descriptor number is reused by the new sidecar's channel; a shut
+        # down one fails it with EPIPE, which _send expects.  Closed at close().
+        self.supervisor.shutdown_send()
+        self._retired.append(self.supervisor)
         self.supervisor = self._start_sidecar()
         self._exited = False
         _warn(f"mxsidecar: {self.logdir}: {error}; restarting it on a new event file", RuntimeWarning, stacklevel=2)

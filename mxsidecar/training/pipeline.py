@@ -33,7 +33,8 @@ from ..wire.arena import Arena, SpanAllocator
 from ..wire.descriptors import Kind, Op
 from .backpressure import FlowControl, OnFull
 from .capture import STOP, CompletionThread, EngineCapture
-from .feedback import SidecarFeedback, _warn
+from .feedback import SidecarFeedback
+from .supervisor import Supervisor
 
 __all__ = ["Part", "Pipeline"]
 
@@ -77,7 +78,8 @@ class Pipeline(SidecarFeedback):
         self.restarts = 0
         self.lost = 0  # items that died with a sidecar (on_error='restart')
         self.last_error: str | None = None
-        self._last_sent = 0  # highest item seq handed to the current channel
+        self._last_sent = 0  # highest seq handed (or being handed) to the current channel
+        self._retired: list[Supervisor] = []
         self.max_queue = max_queue
         self._cond = threading.Condition(threading.Lock())
         self.flow = FlowControl(on_full, block_timeout)
@@ -85,8 +87,10 @@ class Pipeline(SidecarFeedback):
         self._done = 0
         self._spans: deque[tuple[int, int]] = deque()  # (seq, offset), seq ascending
         self._controls: deque[int] = deque()  # seqs of control descriptors not yet done
+        self._controls_done = 0  # control descriptors done (or lost), for counting items
         self._stats_replies: dict[int, dict[str, Any]] = {}
         self.notices: Counter[tuple[str, str]] = Counter()  # (tag, reason) -> items refused
+        self.files: list[str] = []  # every event file its sidecars created, restarts included
         self._error: MxSidecarError | None = None
         self._error_raised = False
         self._exited = False
@@ -251,6 +255,18 @@ class Pipeline(SidecarFeedback):
             self._engine = EngineCapture()
         return self._engine
 
+    def purge(self, step: int, wall_time: float) -> None:
+        """``purge_step``'s SessionLog START: an ITEM to the sidecar, but no value the
+        user logged, so it is counted with the control messages (never in the items
+        queued, lost or written) and, like them, is never subject to max_queue."""
+        with self._cond:
+            self._check()
+            self._seq += 1
+            self._controls.append(self._seq)
+            self.completion.put(
+                (Op.ITEM, self._seq, Kind.SESSION_START, "", step, wall_time, "", 0.0, "", 0, 0, "", (), None, None)
+            )
+
     def _control(self, op: Op) -> int:
         """Enqueue a control descriptor (never subject to max_queue); its seq."""
         self._seq += 1
@@ -333,7 +349,8 @@ class Pipeline(SidecarFeedback):
                     f"{self._items_pending()} logged items were not written"
                 )
         self.completion.join(timeout=5.0)
-        self.supervisor.close_channel()
+        for sup in (*self._retired, self.supervisor):
+            sup.close_channel()
         if self._engine is not None:
             # Wrappers pin the mapping (arena.close tolerates that); dropping them
             # lets it go.  A copy still in flight keeps its wrapper, hence the mapping,
@@ -345,20 +362,6 @@ class Pipeline(SidecarFeedback):
         if self._error is not None and not self._error_raised:
             self._error_raised = True
             raise self._error
-
-    def _report_losses(self) -> None:
-        dropped = self.flow.dropped_total
-        rejected = sum(self.notices.values())
-        lost = self._items_pending() if self._error is not None else 0
-        lost += self.lost
-        if dropped or rejected or lost:
-            _warn(
-                f"mxsidecar: {self.logdir}: {dropped} items dropped (on_full='drop'), "
-                f"{rejected} rejected by the sidecar, {lost} lost with the sidecar "
-                f"({self.restarts} restarts); see stats()",
-                RuntimeWarning,
-                stacklevel=3,
-            )
 
 
 def _wait_all(waits: list[Callable[[], Any]]) -> Callable[[], None]:

@@ -6,9 +6,10 @@
     ----------------                                       ---------------
     Supervisor.start()
       socketpair(); Popen([python, -m, mxsidecar.sidecar,
-                           --fd N, ...], pass_fds=[N]) ------> main()
+                           --fd=N, ...], pass_fds=[N]) ------> main()
     completion thread --- descriptors ----------------------->  recv / encode / write
     receiver thread   <-- Progress / Notice / StatsReply -----  after every batch
+                      <-- Opened(path) -----------------------  a new event file
                       <-- ErrorReport (traceback) ------------  on an exception, then exit 1
                       <-- EOF --------------------------------  on exit, crash or SIGKILL
         EOF -> proc.wait() -> SidecarError (sticky), every waiter woken
@@ -22,6 +23,7 @@ chained to the sidecar's own traceback when it sent one (as
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -32,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import RemoteTraceback, SidecarError
-from ..wire.descriptors import ErrorReport, Notice, Progress, StatsReply, decode_reply
+from ..wire.descriptors import ErrorReport, Notice, Opened, Progress, StatsReply, decode_reply
 from ..wire.framing import Channel, ChannelClosed
 
 __all__ = ["SidecarOptions", "Supervisor"]
@@ -69,20 +71,27 @@ class SidecarOptions:
         import psutil
 
         ctime = psutil.Process().create_time()  # lets the sidecar tell us from a reused pid
+        # Every value is joined to its option as one word, and text (the logdir, the
+        # suffix, the arena's name) travels as a JSON string: as a word of its own, a value
+        # starting with '-' is taken by argparse for an option (``--suffix -v2`` exits 2,
+        # ``--suffix --help`` prints the usage and exits 0), and even joined, argparse
+        # drops a value of exactly '--' (``--suffix=--`` parses as []).  A JSON string
+        # starts with '"', which argparse leaves alone; json round-trips any str,
+        # surrogate-escaped path bytes included.
         argv = [
             sys.executable, "-m", "mxsidecar.sidecar",
-            "--fd", str(fd),
-            "--arena", self.arena_name,
-            "--logdir", self.logdir,
-            "--flush-secs", repr(self.flush_secs),
-            "--suffix", self.suffix,
-            "--file-index", str(self.file_index),
-            "--ppid", str(os.getpid()),
-            "--parent-ctime", repr(ctime),
-            "--nice", str(self.nice),
+            f"--fd={fd}",
+            "--arena=" + json.dumps(self.arena_name),
+            "--logdir=" + json.dumps(self.logdir),
+            f"--flush-secs={self.flush_secs!r}",
+            "--suffix=" + json.dumps(self.suffix),
+            f"--file-index={self.file_index}",
+            f"--ppid={os.getpid()}",
+            f"--parent-ctime={ctime!r}",
+            f"--nice={self.nice}",
         ]  # fmt: skip
         if self.cpus:
-            argv += ["--cpus", ",".join(map(str, self.cpus))]
+            argv.append("--cpus=" + ",".join(map(str, self.cpus)))
         if self.sched_idle:
             argv.append("--sched-idle")
         return argv
@@ -97,8 +106,9 @@ class Supervisor:
     """Owns the sidecar process and the trainer's end of the channel.
 
     Callbacks run on the receiver thread: ``on_progress(done_seq)``,
-    ``on_notice(Notice)``, ``on_stats(seq, dict)`` and, exactly once when the sidecar
-    is gone, ``on_exit(error_or_None)`` (None: it exited cleanly after CLOSE).
+    ``on_notice(Notice)``, ``on_stats(seq, dict)``, ``on_opened(path)`` and, exactly
+    once when the sidecar is gone, ``on_exit(error_or_None)`` (None: it exited cleanly
+    after CLOSE).
     """
 
     def __init__(
@@ -108,12 +118,14 @@ class Supervisor:
         on_notice: Callable[[Notice], None],
         on_stats: Callable[[int, dict[str, Any]], None],
         on_exit: Callable[[SidecarError | None], None],
+        on_opened: Callable[[str], None],
     ) -> None:
         self.options = options
         self._on_progress = on_progress
         self._on_notice = on_notice
         self._on_stats = on_stats
         self._on_exit = on_exit
+        self._on_opened = on_opened
         self.close_requested = False
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = dict(os.environ)
@@ -172,6 +184,8 @@ class Supervisor:
                         self._on_notice(reply)
                     elif isinstance(reply, StatsReply):
                         self._on_stats(reply.seq, reply.stats)
+                    elif isinstance(reply, Opened):
+                        self._on_opened(reply.path)
                     elif isinstance(reply, ErrorReport):
                         remote_tb = reply.traceback
         except ChannelClosed:

@@ -105,7 +105,8 @@ class SidecarWriter(
         blocked_seconds, arena_used_mb, sidecar_cpu_seconds, sidecar_rss_mb), at step =
         seconds since the writer started, by a background thread.
     verbose : bool, default False
-        Print one line with the counts of written and dropped items at close.
+        Print one line at close: how many of the values logged (with ``add_*``, and
+        ``stats_secs``' own scalars) were written, dropped, rejected and lost.
     ranks : {'zero', 'all'}, default 'zero'
         Which processes of a distributed job write.  ``'zero'``: rank 0 writes as a
         single process would; every other rank's writer costs nothing (no sidecar, no
@@ -201,7 +202,7 @@ class SidecarWriter(
             "max_restarts": max_restarts,
         }
         self._exported_from: dict[str, int] = {}  # event file -> bytes already exported or cleared
-        self._files_seen: set[str] = set()
+        self._closed_files: list[str] = []  # event files of the pipelines closed before reopen()
         if not self._placement.writes:
             # Every argument was checked as on a writing rank; past this point the writer
             # costs nothing: no directory, no shared memory, no sidecar, and each call
@@ -213,7 +214,7 @@ class SidecarWriter(
         os.makedirs(self._logdir, exist_ok=True)
         self._pipe = Pipeline(self._logdir, **self._config)
         if purge is not None:
-            self._pipe.submit(Kind.SESSION_START, "", purge, _now())
+            self._pipe.purge(purge, _now())
         if stats_secs is not None:
             threading.Thread(target=self._log_stats, args=(stats_secs,), name="mxsidecar-stats", daemon=True).start()
 
@@ -262,10 +263,10 @@ class SidecarWriter(
         """
         self._pipe.close(timeout)
         if self._verbose:
-            s = self._pipe
+            c = self._pipe.item_counts()  # values logged only: flush(), stats() and close() are not items
             print(
-                f"mxsidecar: {self._logdir}: {s._done} items handled, {s.flow.dropped_total} dropped, "
-                f"{sum(s.notices.values())} rejected"
+                f"mxsidecar: {self._logdir}: {c['written']} items written, {c['dropped']} dropped, "
+                f"{c['rejected']} rejected, {c['lost']} lost"
             )
 
     def stats(self) -> dict[str, Any]:
@@ -275,7 +276,9 @@ class SidecarWriter(
         ``dropped_by_tag``, ``rejected``, ``blocked_seconds``, ``arena_bytes``,
         ``arena_used_bytes``, ``sidecar_pid``, ``last_error``, and ``sidecar`` (its own
         counters: ``written`` per kind, ``bytes_written``, ``files``, ``cpu_seconds``,
-        ``rss_bytes``, ``scheduling`` (its policy, niceness and CPUs); None once it is gone).
+        ``rss_bytes``, ``scheduling`` (its policy, niceness and CPUs); None once it is gone),
+        and ``files``: every event file this writer has created, across :meth:`reopen`
+        and restarted sidecars (what :meth:`export_scalars` reads).
         ``rank``, ``world_size``, ``rank_source`` and ``writes`` say where this process
         stands among the trainers (``ranks``); a writer that does not write reports those alone.
         """
@@ -287,30 +290,31 @@ class SidecarWriter(
         }
         if self._pipe is None:
             return placement
-        return {**self._pipe.stats(), **placement}
+        return {**self._pipe.stats(), "files": self._event_files(), **placement}
 
     def reopen(self) -> None:
         """After :meth:`close`, start a new sidecar writing a new event file (mxboard's API)."""
         if not self._pipe.closed:
             return
-        self._remember_files()
+        self._closed_files += self._pipe.event_files()
         self._pipe = Pipeline(self._logdir, **self._config)
 
     # -- mxboard's scalar export ---------------------------------------------------
-    def _remember_files(self) -> None:
-        sidecar = None if self._pipe.closed else self._pipe.stats().get("sidecar")
-        if sidecar:
-            self._files_seen.update(sidecar["files"])
+    def _event_files(self) -> list[str]:
+        """Every event file this writer's sidecars created, oldest first.  Each sidecar
+        names each file to the pipeline as it creates it (``Opened``), so the list spans
+        restarted sidecars, and the writer keeps the lists of pipelines it reopened."""
+        return self._closed_files + self._pipe.event_files()
 
     def export_scalars(self, path: str) -> None:
         """Write every scalar this writer logged (since :meth:`clear_scalar_dict`) as
         JSON ``{run_dir/tag or group run dir: [[wall_time, step, value], ...]}``, mxboard's
         format.  mxboard kept every scalar in RAM for this ("it explodes your RAM");
-        here they are read back from the event files at the time of the call.
+        here they are read back, at the time of the call, from every event file this
+        writer wrote: across :meth:`reopen` and restarted sidecars, and after :meth:`close`.
         """
         if not self._pipe.closed:
-            self.flush()
-        self._remember_files()
+            self.flush()  # then every file holding what was logged is known (see Opened)
         out = self._read_scalars(advance=False)
         with open(path, "w") as f:
             json.dump(out, f)
@@ -319,7 +323,6 @@ class SidecarWriter(
         """Forget the scalars logged so far, for :meth:`export_scalars` (mxboard's API)."""
         if not self._pipe.closed:
             self.flush()
-        self._remember_files()
         self._read_scalars(advance=True)
 
     def _read_scalars(self, advance: bool) -> dict[str, list[list[float]]]:
@@ -327,7 +330,7 @@ class SidecarWriter(
         from ..formats.records import iter_records
 
         out: dict[str, list[list[float]]] = {}
-        for path in sorted(self._files_seen):
+        for path in self._event_files():
             start = self._exported_from.get(path, 0)
             with open(path, "rb") as f:
                 f.seek(start)

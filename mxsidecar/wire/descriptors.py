@@ -33,6 +33,7 @@ __all__ = [
     "Kind",
     "Notice",
     "Op",
+    "Opened",
     "Progress",
     "StatsReply",
     "decode_reply",
@@ -54,6 +55,7 @@ class Op(IntEnum):
     ERROR = 11  # the sidecar is about to exit because of this traceback
     NOTICE = 12  # an item was refused, or written with values left out (NaN in a histogram)
     STATS_REPLY = 13
+    OPENED = 14  # an event file was created (the trainer keeps the list for export_scalars)
 
 
 class Kind(IntEnum):
@@ -240,11 +242,26 @@ class StatsReply:
         return bytes([Op.STATS_REPLY]) + json.dumps({"seq": self.seq, "stats": self.stats}).encode()
 
 
-def decode_reply(buf: bytes) -> Progress | ErrorReport | Notice | StatsReply:
+@dataclass(frozen=True)
+class Opened:
+    """The sidecar created the event file ``path``.  Sent before anything written to
+    it is reported done, so once a flush() returns the trainer knows every file that
+    holds what was logged before it, whichever sidecar wrote it."""
+
+    path: str
+
+    def pack(self) -> bytes:
+        # surrogateescape: a path is bytes to the kernel, and not all of them are UTF-8
+        return bytes([Op.OPENED]) + self.path.encode("utf-8", "surrogateescape")
+
+
+def decode_reply(buf: bytes) -> Progress | ErrorReport | Notice | StatsReply | Opened:
     """Parse one sidecar -> trainer frame."""
     op = buf[0]
     if op == Op.PROGRESS:
         return Progress(_PROGRESS.unpack(buf)[1])
+    if op == Op.OPENED:
+        return Opened(buf[1:].decode("utf-8", "surrogateescape"))
     if op == Op.ERROR:
         return ErrorReport(buf[1:].decode("utf-8", "replace"))
     if op == Op.NOTICE:
