@@ -153,6 +153,9 @@ def check_logdir(logdir: Any) -> str:
         raise TypeError("logdir must be a str path, not bytes")
     if not path:
         raise ValueError("logdir must be a non-empty path")
+    # '~/logs' from a config file or argparse default has met no shell: expand it as
+    # one would, rather than create a directory named '~' under the working directory.
+    path = os.path.expanduser(path)
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"logdir must be a directory, but {path!r} is a file")
     return os.path.abspath(path)
