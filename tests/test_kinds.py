@@ -308,3 +308,35 @@ def test_embedding_with_labels_only_and_tsv_or_bytes(tmp_path) -> None:
         sw.flush()
         assert sw.stats()["rejected"] == 0
     assert os.path.exists(os.path.join(logdir, "00000", "a", "metadata.tsv"))
+
+
+def test_embedding_bytes_format_is_kept_or_refused_never_tsv(tmp_path) -> None:
+    """tensor_format='bytes' once fell back to TSV, silently, when the matrix's bytes
+    decode as UTF-8 (issue 15, defect 6).  Now: tensors.bytes that TensorBoard's
+    projector reads as binary (one +0.0 spelled -0.0), or a refusal: in the caller for
+    numpy, in the sidecar (counted, warned) for an NDArray."""
+    mx = pytest.importorskip("mxnet")
+    from tensorboard.plugins.projector import projector_plugin
+
+    logdir = str(tmp_path)
+    zeros = np.zeros((4, 3), np.float32)
+    twos = np.full((4, 3), 2.0, np.float32)  # 00 00 00 40: valid UTF-8, and no zero to flip
+    with SidecarWriter(logdir) as sw:
+        with pytest.raises(ValueError, match=r"tensor_format='bytes': the float32 bytes of embedding are valid UTF-8"):
+            sw.add_embedding("twos", twos, tensor_format="bytes")
+        assert sw._pipe._seq == 0
+        sw.add_embedding("zeros", zeros, tensor_format="bytes")
+        sw.add_embedding("zeros_nd", mx.nd.array(zeros), tensor_format="bytes")
+        with pytest.warns(RuntimeWarning, match="'twos_nd' was not written: tensor_format='bytes'"):
+            sw.add_embedding("twos_nd", mx.nd.array(twos), tensor_format="bytes")
+            sw.flush()
+            assert sw.stats()["rejected"] == 1
+    for tag in ("zeros", "zeros_nd"):
+        path = os.path.join(logdir, "00000", tag, "tensors.bytes")
+        assert sorted(os.listdir(os.path.dirname(path))) == ["tensors.bytes"]
+        with pytest.raises(UnicodeDecodeError):  # TensorBoard's first try, which must fail
+            projector_plugin._read_tensor_tsv_file(path)
+        back = projector_plugin._read_tensor_binary_file(path, [4, 3])
+        np.testing.assert_array_equal(back, zeros)
+        assert np.count_nonzero(np.signbit(back)) == 1  # the one -0.0
+    assert not os.path.exists(os.path.join(logdir, "00000", "twos_nd"))
