@@ -206,6 +206,7 @@ class SidecarWriter(
         self._start_time = _now()
         self._tags: set[str] = set()  # tags already validated: the fast path is a set lookup
         self._runs: set[str] = set()  # run directories already checked
+        self._hparams_session = None  # add_hparams: what this run declared first
         self._config: dict[str, Any] = {
             "max_queue": max_queue,
             "slab_bytes": int(slab_mb * 2**20),
