@@ -259,3 +259,19 @@ def test_cited_invariants_are_in_the_design() -> None:
     assert cited, "no invariant cited anywhere: the pattern is broken"
     beyond = sorted(c for c in cited if c[1] > len(numbers))
     assert not beyond, f"invariants cited but not in docs/DESIGN.md: {beyond}"
+
+
+def test_flush_secs_is_described_as_the_fsync_interval() -> None:
+    """Events reach the file as soon as the sidecar has them; ``flush_secs`` only paces
+    fsync (sidecar/loop.py ``fsync_all``).  The README once said it "writes buffered
+    events", which would make a user lower it to see events sooner."""
+    from mxsidecar import SidecarWriter
+
+    readme_row = re.search(r"^\| `flush_secs` \|.*$", text_of(ROOT / "README.md"), re.M)
+    doc = SidecarWriter.__doc__ or ""
+    param = doc.split("flush_secs :", 1)[1].split("\n    filename_suffix", 1)[0]
+    assert readme_row is not None
+    for text in (readme_row.group(0), param):
+        assert "fsync" in text and "buffered" not in text, text
+    loop = text_of(ROOT / "mxsidecar" / "sidecar" / "loop.py")
+    assert "self.next_fsync = time.monotonic() + self.flush_secs" in loop  # what both describe
