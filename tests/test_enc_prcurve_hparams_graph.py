@@ -430,6 +430,29 @@ def test_a_later_add_hparams_ends_the_session(tmp_path, first) -> None:
     assert (metric.training_step, metric.value) == (9, pytest.approx(0.75))
 
 
+def test_a_dropped_add_hparams_declares_nothing(tmp_path, monkeypatch) -> None:
+    """Under on_full='drop' the first call may be dropped (and counted): the session is
+    then declared by the next call, not lost for the run."""
+    from tensorboard.plugins.hparams import api_pb2
+
+    from mxsidecar import SidecarWriter
+    from mxsidecar.sidecar.faults import ENV
+
+    logdir = str(tmp_path)
+    # The sidecar holds the first item long enough that the one-item queue stays full.
+    monkeypatch.setenv(ENV, json.dumps([{"at": "encode", "tag": "hold", "action": "sleep", "seconds": 2}]))
+    with SidecarWriter(logdir, max_queue=1, on_full="drop") as sw:
+        monkeypatch.delenv(ENV)
+        sw.add_scalar("hold", 1.0, 0)
+        sw.add_hparams({"lr": 0.1}, {"accuracy": 0.5}, status="RUNNING")
+        assert sw.stats()["dropped"] == {"hparams": 1}
+        sw.flush()
+        sw.add_hparams({"lr": 0.2}, {"accuracy": 0.75}, global_step=3, status="SUCCESS")
+    (group,) = session_groups(logdir).values()
+    (session,) = group.sessions
+    assert session.status == api_pb2.STATUS_SUCCESS and group.hparams["lr"].number_value == 0.2
+
+
 def test_a_later_add_hparams_that_tensorboard_would_not_show_is_refused(tmp_path) -> None:
     """Different hparams, new metrics, other domains, or a second end: TensorBoard keeps
     the first, so each is a ValueError naming it, in the caller, nothing enqueued."""

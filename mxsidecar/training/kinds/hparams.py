@@ -165,11 +165,12 @@ class HParamsCalls(KindCalls):
             "start": self._hparams_session is None,
             "end": end,
         }
-        self._pipe.submit(Kind.HPARAMS, "_hparams_", step, now, options=options)
-        # Only once the item is queued: a refused or failed call declares nothing.
-        self._hparams_session = session
-        if end:
-            session.ended = status
+        # Recorded only once the item is queued: a refused call, or one dropped under
+        # on_full='drop' (counted), declares nothing, and the next call declares again.
+        if self._pipe.submit(Kind.HPARAMS, "_hparams_", step, now, options=options):
+            self._hparams_session = session
+            if end:
+                session.ended = status
 
 
 def _shown(hparams: dict[str, Any], name: str) -> str:
