@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
@@ -34,28 +33,6 @@ from .kinds.video import VideoCalls
 from .pipeline import Pipeline
 
 __all__ = ["SidecarWriter", "SummaryWriter"]
-
-
-def _check_cpus(cpu_affinity: Any) -> tuple[int, ...]:
-    """``cpu_affinity`` as CPU ids this process may run on; () for None (no pinning)."""
-    if cpu_affinity is None:
-        return ()
-    if isinstance(cpu_affinity, (str, bytes)) or not isinstance(cpu_affinity, Iterable):
-        raise TypeError(f"cpu_affinity must be a sequence of CPU ids (ints >= 0) or None, got {cpu_affinity!r}")
-    cpus = tuple(cpu_affinity)  # once: a generator would be empty after the check
-    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus):
-        raise TypeError(f"cpu_affinity must be a sequence of CPU ids (ints >= 0) or None, got {cpu_affinity!r}")
-    if not cpus:
-        # An empty set of CPUs is not "anywhere": the kernel refuses it.  Say so here
-        # rather than let it mean no pinning, or kill the sidecar at start-up.
-        raise ValueError("cpu_affinity=[] pins the sidecar to no CPU; pass None for no pinning")
-    if hasattr(os, "sched_getaffinity"):
-        allowed = os.sched_getaffinity(0)
-        outside = sorted(set(cpus) - allowed)
-        if outside:
-            raise ValueError(f"cpu_affinity names CPUs {outside} this process may not run on; "
-                             f"it may run on {sorted(allowed)}")  # fmt: skip
-    return cpus
 
 
 def _nothing(*args: Any, **kwargs: Any) -> None:
@@ -199,7 +176,7 @@ class SidecarWriter(
             raise ValueError(f"nice must be an int from 0 to 19, got {nice!r}")
         if not isinstance(sched_idle, bool):
             raise TypeError(f"sched_idle must be a bool, got {type(sched_idle).__name__}")
-        cpus = _check_cpus(cpu_affinity)
+        cpus = v.check_cpus(cpu_affinity)
         purge = None if purge_step is None else v.check_step(purge_step, "purge_step")
         stats_secs = v.check_positive(stats_secs, "stats_secs", allow_none=True)
         self._verbose = bool(verbose)
