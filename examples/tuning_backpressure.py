@@ -6,7 +6,7 @@ A simulated training loop (each step sleeps ``--step-ms``, standing for its comp
 logs a realistic mix: the loss every step, histograms of four 64k-value weight
 tensors every 5th step (a burst of four 256 KB arrays), and a batch of eight
 3x32x32 images every 25th step.  The sidecar is slowed on purpose by mxsidecar's
-failure-injection hook (``MXSIDECAR_FAULTS``, see ``mxsidecar/faults.py``: a sleep
+failure-injection hook (``MXSIDECAR_FAULTS``, see ``mxsidecar/sidecar/faults.py``: a sleep
 before each item is encoded), set only while each demo writer is created (the
 sidecar inherits it; your own writers never see it), standing for a slow network
 file system or a CPU shared with data loading.  Two scenarios: "bursty", where the

@@ -217,7 +217,8 @@ def _prefault(w: Any) -> float | None:
     """Touch every page of mxsidecar's arena once, before anything is allocated in it; ms.
 
     A new shared-memory segment is faulted in page by page on first use: once per run
-    (about 20 ms per 64 MB here), like the sidecar's start, which a long run amortizes
+    (about 45 ms per 64 MB here, ``python perf/bench_arena.py``), like the sidecar's
+    start, which a long run amortizes
     and a 100-step run would over-weight.  Reads the writer's internals; None if they moved.
     """
     buf = getattr(getattr(getattr(w, "_pipe", None), "arena", None), "buf", None)

@@ -400,7 +400,7 @@ def test_video_rgb_gif_frames_size_duration_and_first_frame() -> None:
     assert len(frames) == 4 and im.info["loop"] == 0
     assert im.size == (img.width, img.height) == (grids[0].shape[1], grids[0].shape[0])
     assert img.colorspace == 3
-    assert im.info["duration"] == 170  # 1000/6 = 166.7 ms -> 17 cs, GIF's unit (Pillow alone truncates to 16)
+    assert gif_durations(img.encoded_image_string) == [170, 160, 170, 170]  # frame ends at 1/6 s steps, in cs
     np.testing.assert_array_equal(frames[0], grids[0])
     np.testing.assert_array_equal(frames[-1], grids[-1])  # delta frames composite back exactly
 
@@ -424,18 +424,75 @@ def test_video_alpha_is_dropped() -> None:
     np.testing.assert_array_equal(frames[0], rgba[0, 0, :3].transpose(1, 2, 0))  # N=1: no padding
 
 
+def gif_durations(blob: bytes) -> list[int]:
+    """Each frame's delay in ms, as a GIF decoder reads it."""
+    im = Image.open(io.BytesIO(blob))
+    out = []
+    for i in range(im.n_frames):
+        im.seek(i)
+        out.append(im.info["duration"])
+    return out
+
+
 @pytest.mark.parametrize(
-    ("fps", "ms"),
-    [(4, 250), (4.0, 250), (10, 100), (30, 30), (25, 40), (50, 20), (60, 20), (1000, 20), (1e-4, 655_350)],
+    ("fps", "n", "delays"),
+    [
+        (4, 3, [25, 25, 25]),
+        (10, 2, [10, 10]),
+        (30, 6, [3, 4, 3, 3, 4, 3]),  # one rounded delay (3 cs) would play 30 fps at 33.3
+        (6, 4, [17, 16, 17, 17]),
+        (50, 3, [2, 2, 2]),
+        (60, 3, [2, 2, 2]),  # browsers slow delays under 2 cs to 10 cs: above 50 fps, 50
+        (1000, 2, [2, 2]),
+        (100 / 65535, 2, [65535, 65535]),  # the longest a GIF frame lasts
+    ],
 )
-def test_frame_duration(fps: float, ms: int) -> None:
-    assert video.frame_duration_ms(fps) == ms
+def test_frame_delays(fps: float, n: int, delays: list[int]) -> None:
+    assert video.frame_delays_cs(fps, n) == delays
 
 
-@pytest.mark.parametrize("fps", [0, -1, math.nan, math.inf, "4", None, True])
+@pytest.mark.parametrize("fps", [0.5, 4, 7, 24, 29.97, 30, 44.1, 50])
+def test_frame_delays_keep_the_rate_asked(fps: float) -> None:
+    """Up to 50 fps, frame i ends within half a centisecond of (i + 1) / fps s."""
+    delays = video.frame_delays_cs(fps, 500)
+    ends = np.cumsum(delays)
+    assert min(delays) >= 2
+    assert np.abs(ends - np.arange(1, 501) * 100 / fps).max() <= 0.5
+
+
+def test_frame_delays_agree_with_the_writers_checks() -> None:
+    """The writer computes the same schedule to check runs of still frames in the caller."""
+    from mxsidecar.training.kinds import video as video_calls
+
+    for fps in (100 / 65535, 0.01, 0.3, 3, 29.97, 30, 50, 60, 1e6):
+        assert video_calls.frame_delays_cs(fps, 64) == video.frame_delays_cs(fps, 64)
+    assert video_calls.MIN_FPS == video.MIN_FPS and video_calls.MAX_FPS == video.MAX_FPS
+
+
+@pytest.mark.parametrize("fps", [0, -1, math.nan, math.inf, "4", None, True, 1e-4, 5e-324])
 def test_video_bad_fps_is_refused(fps: Any) -> None:
     with pytest.raises(ValueError, match="fps"):
         video.encode(desc(Kind.VIDEO, {"fps": fps}), np.zeros((1, 2, 3, 4, 4), np.uint8))
+
+
+def test_video_slow_clip_keeps_its_delays() -> None:
+    """Distinct frames of 500 s each: each keeps 500 s (the delay was once capped at
+    655.35 s / T, here 163.8 s, so the clip played 3x too fast, silently)."""
+    v = few_colour_video(1, 4, 3)
+    (enc,) = video.encode(desc(Kind.VIDEO, {"fps": 0.002}), v)
+    assert gif_durations(enc.value.image.encoded_image_string) == [500_000] * 4
+
+
+def test_video_still_frames_longer_than_a_gif_frame_are_refused() -> None:
+    """Identical frames merge into one GIF frame of their summed delay: a run over
+    655.35 s is refused whole (the sidecar counts it), never shortened."""
+    v = few_colour_video(1, 4, 3)
+    v[:, 2] = v[:, 1]  # frames 1 and 2 at 500 s each: 1000 s as one frame
+    with pytest.raises(ValueError, match=r"frames 1\.\.2 are identical and would show for 1000 s"):
+        video.encode(desc(Kind.VIDEO, {"fps": 0.002}), v)
+    v[:, 2, 0, 0, 0] ^= 1  # one pixel apart: no merge, and each frame keeps its 500 s
+    (enc,) = video.encode(desc(Kind.VIDEO, {"fps": 0.002}), v)
+    assert gif_durations(enc.value.image.encoded_image_string) == [500_000] * 4
 
 
 def test_video_bad_data_is_refused() -> None:
@@ -456,11 +513,7 @@ def test_video_identical_frames_merge_but_keep_the_playing_time() -> None:
     v = np.zeros((1, 3, 1, 4, 4), np.uint8)
     v[0, 2] = 200  # frames 0 and 1 are identical
     _, frames = gif_frames(video.encode(desc(Kind.VIDEO, {"fps": 10}), v)[0].value.image.encoded_image_string)
-    im = Image.open(io.BytesIO(video.gif_bytes(video.video_frames(v), 100)))
-    durations = []
-    for i in range(im.n_frames):
-        im.seek(i)
-        durations.append(im.info["duration"])
+    durations = gif_durations(video.gif_bytes(video.video_frames(v), [10, 10, 10]))
     assert len(frames) == 2 and durations == [200, 100]
 
 

@@ -366,6 +366,124 @@ def test_hparams_read_by_tensorboards_plugin(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
+    "start,end,tags",
+    [
+        (True, False, ["_hparams_/experiment", "_hparams_/session_start_info"]),
+        (False, True, ["_hparams_/session_end_info"]),
+        (False, False, []),
+    ],
+)
+def test_hparams_start_and_end_options_choose_the_values(start, end, tags) -> None:
+    opts = {**HP_OPTIONS, "start": start, "end": end}
+    out = hparams.encode(desc(Kind.HPARAMS, "_hparams_", options=opts))
+    assert [e.value.tag for e in out] == [*tags, "accuracy", "loss"]
+
+
+def session_groups(logdir: str, metric: str = "accuracy") -> dict[str, Any]:
+    """The HParams tab's session groups, from TensorBoard's own plugin backend."""
+    from google.protobuf import json_format
+    from tensorboard.plugins.hparams import api_pb2, backend_context, list_session_groups
+
+    context = backend_context.Context(tb_context(logdir))
+    request = json_format.Parse(
+        json.dumps(
+            {
+                "startIndex": 0,
+                "sliceSize": 10,
+                "allowedStatuses": ALL_STATUSES,
+                "colParams": [{"metric": {"tag": metric}}],
+            }
+        ),
+        api_pb2.ListSessionGroupsRequest(),
+    )
+    return {
+        g.name: g for g in list_session_groups.Handler(request_context(), context, "", request).run().session_groups
+    }
+
+
+@pytest.mark.parametrize("first", ["RUNNING", None])
+def test_a_later_add_hparams_ends_the_session(tmp_path, first) -> None:
+    """Issue 15, defect 3: TensorBoard keeps a run's first session end, so a RUNNING end
+    written by the first call could never become SUCCESS.  A RUNNING call writes no end
+    (the status reads Unknown), the first SUCCESS/FAILURE call writes it, and the
+    HParams tab shows it, with the last metric value.  ``first=None``: no status call
+    before; a later call with the same status only updates the metrics."""
+    from tensorboard.plugins.hparams import api_pb2
+
+    from mxsidecar import SidecarWriter
+
+    logdir = str(tmp_path)
+    hp = {"lr": 0.1, "opt": "sgd"}
+    with SidecarWriter(logdir) as sw:
+        if first is not None:
+            sw.add_hparams(hp, {"accuracy": 0.0}, global_step=0, status=first)
+            sw.flush()
+            ((session,),) = [g.sessions for g in session_groups(logdir).values()]
+            assert session.status == api_pb2.STATUS_UNKNOWN and session.end_time_secs == 0
+        sw.add_hparams(dict(hp), {"accuracy": 0.5}, global_step=5, status="SUCCESS")
+        sw.add_hparams(hp, {"accuracy": 0.75}, global_step=9, status="SUCCESS")  # metrics only
+    (group,) = session_groups(logdir).values()
+    (session,) = group.sessions
+    assert session.status == api_pb2.STATUS_SUCCESS and session.end_time_secs > 0
+    assert group.hparams["lr"].number_value == 0.1
+    (metric,) = group.metric_values
+    assert (metric.training_step, metric.value) == (9, pytest.approx(0.75))
+
+
+def test_a_dropped_add_hparams_declares_nothing(tmp_path, monkeypatch) -> None:
+    """Under on_full='drop' the first call may be dropped (and counted): the session is
+    then declared by the next call, not lost for the run."""
+    from tensorboard.plugins.hparams import api_pb2
+
+    from mxsidecar import SidecarWriter
+    from mxsidecar.sidecar.faults import ENV
+
+    logdir = str(tmp_path)
+    # The sidecar holds the first item long enough that the one-item queue stays full.
+    monkeypatch.setenv(ENV, json.dumps([{"at": "encode", "tag": "hold", "action": "sleep", "seconds": 2}]))
+    with SidecarWriter(logdir, max_queue=1, on_full="drop") as sw:
+        monkeypatch.delenv(ENV)
+        sw.add_scalar("hold", 1.0, 0)
+        sw.add_hparams({"lr": 0.1}, {"accuracy": 0.5}, status="RUNNING")
+        assert sw.stats()["dropped"] == {"hparams": 1}
+        sw.flush()
+        sw.add_hparams({"lr": 0.2}, {"accuracy": 0.75}, global_step=3, status="SUCCESS")
+    (group,) = session_groups(logdir).values()
+    (session,) = group.sessions
+    assert session.status == api_pb2.STATUS_SUCCESS and group.hparams["lr"].number_value == 0.2
+
+
+def test_a_later_add_hparams_that_tensorboard_would_not_show_is_refused(tmp_path) -> None:
+    """Different hparams, new metrics, other domains, or a second end: TensorBoard keeps
+    the first, so each is a ValueError naming it, in the caller, nothing enqueued."""
+    from mxsidecar import SidecarWriter
+
+    with SidecarWriter(str(tmp_path)) as sw:
+        sw.add_hparams({"lr": 0.1, "bn": True}, {"acc": 0.0}, {"bn": [True, False]}, status="RUNNING")
+        seq = sw._pipe._seq
+        for call, match in [
+            (
+                lambda: sw.add_hparams({"lr": 0.2, "bn": True}, {}),
+                r"hparam_dict differs .* in 'lr' \(0.2; first call: 0.1\)",
+            ),
+            (lambda: sw.add_hparams({"lr": 0.1}, {}), r"in 'bn' \(missing; first call: True\)"),
+            (lambda: sw.add_hparams({"lr": 0.1, "bn": 1}, {}), r"in 'bn' \(1; first call: True\)"),
+            (lambda: sw.add_hparams({"lr": 0.1, "bn": True}, {"loss": 1.0}), "metric_dict names 'loss'"),
+            (lambda: sw.add_hparams({"lr": 0.1, "bn": True}, {}, {"bn": [True]}), "hparam_domain_discrete differs"),
+        ]:
+            with pytest.raises(ValueError, match=match):
+                call()
+        assert sw._pipe._seq == seq
+        sw.add_hparams({"lr": 0.1, "bn": True}, {"acc": 0.9}, status="FAILURE")
+        for status in ("SUCCESS", "RUNNING"):
+            with pytest.raises(
+                ValueError, match=f"status='{status}', but this run's session already ended with 'FAILURE'"
+            ):
+                sw.add_hparams({"lr": 0.1, "bn": True}, {"acc": 0.9}, status=status)
+        sw.add_hparams({"lr": 0.1, "bn": True}, {"acc": 0.95}, status="FAILURE")
+
+
+@pytest.mark.parametrize(
     "change,match",
     [
         ({"hparams": {"lr": float("nan")}}, "NaN or Infinity"),

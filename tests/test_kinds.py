@@ -118,6 +118,61 @@ def test_video_is_an_animated_gif(tmp_path) -> None:
     assert gif.format == "GIF" and gif.n_frames == 3
 
 
+def gif_delays_ms(blob: bytes) -> list[int]:
+    gif = Image.open(io.BytesIO(blob))
+    out = []
+    for i in range(gif.n_frames):
+        gif.seek(i)
+        out.append(gif.info["duration"])
+    return out
+
+
+def test_video_adjustments_are_warned_in_the_callers_thread(tmp_path) -> None:
+    """What a GIF cannot do is said at the call, before the item is queued (issue 15,
+    defect 6): above 50 fps it plays at 50, and alpha is dropped.  The warnings point
+    at this file: the caller's frame, not the receiver thread's (which says what only
+    the sidecar could see)."""
+    import warnings
+
+    logdir = str(tmp_path)
+    vid = np.zeros((1, 3, 4, 8, 8), dtype=np.uint8)
+    for t in range(3):
+        vid[:, t] = 80 * t
+    with SidecarWriter(logdir) as sw:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            sw.add_video("fast", vid[:, :, :3], 0, fps=120)
+            sw.add_video("alpha", vid, 0, fps=25)
+            sw.add_video("plain", vid[:, :, :3], 0, fps=30)
+            said = [(str(w.message), w.filename) for w in caught]
+        assert [f for _, f in said] == [__file__, __file__]
+        assert "fps=120 is above 50" in said[0][0] and said[0][0].endswith("it will play at 50 fps")
+        assert "alpha channel of vid_tensor is dropped" in said[1][0]
+    mux = load_multiplexer(logdir)
+    blobs = {tag: image_blobs(mux, ".", tag)[0][1] for tag in ("fast", "alpha", "plain")}
+    assert gif_delays_ms(blobs["fast"]) == [20, 20, 20]  # 50 fps, as warned
+    assert gif_delays_ms(blobs["alpha"]) == [40, 40, 40]
+    assert gif_delays_ms(blobs["plain"]) == [30, 40, 30]  # 30 fps on average, not 33.3
+
+
+def test_video_frame_delays_a_gif_cannot_hold_are_refused_in_the_caller(tmp_path) -> None:
+    """A GIF frame lasts at most 655.35 s: a slower fps, or numpy frames that stay
+    identical longer, raise here; distinct slow frames keep their time (they were
+    once cut to 655.35 s / T each, silently)."""
+    vid = np.zeros((1, 3, 1, 4, 4), dtype=np.uint8)
+    with SidecarWriter(str(tmp_path)) as sw:
+        with pytest.raises(ValueError, match=r"fps must be at least 0.0015259 "):
+            sw.add_video("v", vid, 0, fps=0.001)
+        with pytest.raises(ValueError, match=r"vid_tensor frames 0\.\.2 are identical .* 1500 s"):
+            sw.add_video("v", vid, 0, fps=0.002)
+        assert sw._pipe._seq == 0
+        vid[0, 1] = 1
+        vid[0, 2] = 2
+        sw.add_video("v", vid, 0, fps=0.002)
+    ((_, blob),) = image_blobs(load_multiplexer(str(tmp_path)), ".", "v")
+    assert gif_delays_ms(blob) == [500_000] * 3
+
+
 def test_pr_curve_matches_tensorboard(tmp_path) -> None:
     logdir = str(tmp_path)
     rng = np.random.default_rng(5)
@@ -253,3 +308,35 @@ def test_embedding_with_labels_only_and_tsv_or_bytes(tmp_path) -> None:
         sw.flush()
         assert sw.stats()["rejected"] == 0
     assert os.path.exists(os.path.join(logdir, "00000", "a", "metadata.tsv"))
+
+
+def test_embedding_bytes_format_is_kept_or_refused_never_tsv(tmp_path) -> None:
+    """tensor_format='bytes' once fell back to TSV, silently, when the matrix's bytes
+    decode as UTF-8 (issue 15, defect 6).  Now: tensors.bytes that TensorBoard's
+    projector reads as binary (one +0.0 spelled -0.0), or a refusal: in the caller for
+    numpy, in the sidecar (counted, warned) for an NDArray."""
+    mx = pytest.importorskip("mxnet")
+    from tensorboard.plugins.projector import projector_plugin
+
+    logdir = str(tmp_path)
+    zeros = np.zeros((4, 3), np.float32)
+    twos = np.full((4, 3), 2.0, np.float32)  # 00 00 00 40: valid UTF-8, and no zero to flip
+    with SidecarWriter(logdir) as sw:
+        with pytest.raises(ValueError, match=r"tensor_format='bytes': the float32 bytes of embedding are valid UTF-8"):
+            sw.add_embedding("twos", twos, tensor_format="bytes")
+        assert sw._pipe._seq == 0
+        sw.add_embedding("zeros", zeros, tensor_format="bytes")
+        sw.add_embedding("zeros_nd", mx.nd.array(zeros), tensor_format="bytes")
+        with pytest.warns(RuntimeWarning, match="'twos_nd' was not written: tensor_format='bytes'"):
+            sw.add_embedding("twos_nd", mx.nd.array(twos), tensor_format="bytes")
+            sw.flush()
+            assert sw.stats()["rejected"] == 1
+    for tag in ("zeros", "zeros_nd"):
+        path = os.path.join(logdir, "00000", tag, "tensors.bytes")
+        assert sorted(os.listdir(os.path.dirname(path))) == ["tensors.bytes"]
+        with pytest.raises(UnicodeDecodeError):  # TensorBoard's first try, which must fail
+            projector_plugin._read_tensor_tsv_file(path)
+        back = projector_plugin._read_tensor_binary_file(path, [4, 3])
+        np.testing.assert_array_equal(back, zeros)
+        assert np.count_nonzero(np.signbit(back)) == 1  # the one -0.0
+    assert not os.path.exists(os.path.join(logdir, "00000", "twos_nd"))

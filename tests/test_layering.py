@@ -1,4 +1,4 @@
-"""Imports go one way (DESIGN.md, Layout): checked in fresh interpreters."""
+"""Imports go one way (docs/DESIGN.md, Layout; mxsidecar/ARCHITECTURE.md): checked in fresh interpreters."""
 
 from __future__ import annotations
 

@@ -133,19 +133,35 @@ def test_bytes_format_is_raw_little_endian_float32_with_shape(tmp_path: Any) -> 
     assert back.tobytes() == mat.astype(np.float32).tobytes()
 
 
-@pytest.mark.parametrize("value", [0.0, 2.0, 8.0])
-def test_bytes_that_decode_as_utf8_are_written_as_tsv(tmp_path: Any, value: float) -> None:
-    mat = np.full((4, 3), value, np.float32)
+@pytest.mark.parametrize(
+    "mat",
+    [np.zeros((4, 3), np.float32), np.array([[2, 2, 8], [2, 0, 2]], np.float32), np.array([[0.5, 0.0]], np.float32)],
+)
+def test_bytes_that_decode_as_utf8_stay_bytes(tmp_path: Any, mat: np.ndarray) -> None:
+    """Such a matrix was once written as TSV although bytes were asked for: now its
+    first +0.0 is written as -0.0, the same number, and TensorBoard reads binary."""
     raw = tmp_path / "raw.bytes"
     raw.write_bytes(mat.tobytes())
-    # What TensorBoard would do with them: parse as text and fail (a 500, not a fallback).
+    # What TensorBoard would do with them as they are: parse as text and fail (a 500).
     with pytest.raises(ValueError) as info:
         projector_plugin._read_tensor_tsv_file(str(raw))
     assert not isinstance(info.value, UnicodeDecodeError)
     write(tmp_path / "log", desc(fmt="bytes"), mat=mat)
     e = entry(tmp_path / "log", "emb:00003")
-    assert e.tensor_path.endswith("/tensors.tsv")
-    np.testing.assert_array_equal(read_tsv_floats(asset(tmp_path / "log", e.tensor_path)), mat)
+    assert e.tensor_path == "00003/emb/tensors.bytes"
+    path = asset(tmp_path / "log", e.tensor_path)
+    with pytest.raises(UnicodeDecodeError):
+        projector_plugin._read_tensor_tsv_file(path)
+    back = projector_plugin._read_tensor_binary_file(path, list(e.tensor_shape))
+    np.testing.assert_array_equal(back, mat)
+    assert np.count_nonzero(np.signbit(back)) == 1
+
+
+@pytest.mark.parametrize("value", [2.0, 8.0])
+def test_bytes_that_decode_as_utf8_without_a_zero_are_refused(tmp_path: Any, value: float) -> None:
+    with pytest.raises(ValueError, match=r"tensor_format='bytes'.*tensor_format='tsv'"):
+        write(tmp_path, desc(fmt="bytes"), mat=np.full((4, 3), value, np.float32))
+    assert os.listdir(tmp_path) == []  # refused before any file
 
 
 def test_default_format_is_tsv(tmp_path: Any) -> None:

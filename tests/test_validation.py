@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import load_multiplexer
 
 from mxsidecar import SidecarWriter
 
@@ -135,3 +136,46 @@ def test_logdir_that_is_a_file(tmp_path) -> None:
 def test_bad_constructor_arguments(tmp_path, kwargs, exc, name) -> None:
     with pytest.raises(exc, match=name):
         SidecarWriter(str(tmp_path), **kwargs)
+
+
+@pytest.mark.parametrize(
+    "cpus,exc,match",
+    [
+        ([], ValueError, r"cpu_affinity=\[\] pins the sidecar to no CPU; pass None for no pinning"),
+        ((), ValueError, "pass None for no pinning"),
+        ((c for c in ()), ValueError, "pass None for no pinning"),
+        (3, TypeError, "cpu_affinity"),
+        ([0, True], TypeError, "cpu_affinity"),
+        ([10_000], ValueError, r"cpu_affinity names CPUs \[10000\]"),
+    ],
+)
+def test_cpu_affinity_that_pins_nowhere_is_refused(tmp_path, cpus, exc, match) -> None:
+    """An empty list once meant "no pinning" (issue 15, defect 6); a CPU outside this
+    process's set killed the sidecar at start-up, to surface at a later call."""
+    with pytest.raises(exc, match=match):
+        SidecarWriter(str(tmp_path / "run"), cpu_affinity=cpus)
+    assert not (tmp_path / "run").exists()
+
+
+def test_cpu_affinity_from_a_generator_pins(tmp_path) -> None:
+    """The ids are read once: a generator is not emptied by the check before use."""
+    import os
+
+    cpu = min(os.sched_getaffinity(0))
+    with SidecarWriter(str(tmp_path), cpu_affinity=(c for c in [cpu])) as w:
+        assert w.stats()["sidecar"]["scheduling"].endswith(f"cpus {cpu}")
+
+
+def test_logdir_with_a_tilde_is_the_home_directory(tmp_path, monkeypatch) -> None:
+    """'~/x' is the user's home, as in a shell, not './~/x' (issue 15, defect 6)."""
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    with SidecarWriter("~/runs/a") as w:
+        w.add_scalar("loss", 1.0, 0)
+    assert w.logdir == str(home / "runs" / "a")
+    assert list(cwd.iterdir()) == []
+    mux = load_multiplexer(str(home / "runs" / "a"))
+    assert [e.step for e in mux.Tensors(".", "loss")] == [0]

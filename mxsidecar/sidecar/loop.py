@@ -9,7 +9,7 @@ never imports mxnet.
 Data flow::
 
     socket (descriptors, in seq order)
-      |  recv, split frames                       (channel.FrameDecoder)
+      |  recv, split frames                       (wire/framing.py)
       v
     ITEM  -> array view over the arena span -> encoders.<kind>.encode
           -> Summary.Value(s) -> Event -> records.frame -> EventFile of the run

@@ -63,8 +63,9 @@ def _lower_priority(nice: int, cpus: str, sched_idle: bool) -> str:
     MXNet engine or OpenMP thread that wakes while it runs waits for the scheduler's
     wake-up granularity (milliseconds) before it preempts it; a training step is a chain
     of such short wake-ups.  Under SCHED_IDLE any normal thread that wakes preempts the
-    sidecar at once (``perf/bench_steptime.py --diagnose``: heavy profile +7 % step time
-    against +15 % at nice 10 and +18 % at nice 19 on 2 cores).  The cost: while the
+    sidecar at once (heavy profile: +7.5 % step time under SCHED_IDLE against +19.5 % at
+    nice 10, ``python perf/bench_steptime.py --diagnose --repeats 3`` on 2 cores, in
+    ``perf/README.md``).  The cost: while the
     trainer keeps every core busy the sidecar barely runs, its backlog grows, and
     ``on_full`` decides; a trainer that waits (``flush()``, a full queue, a data loader)
     lets it run at full speed.

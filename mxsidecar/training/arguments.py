@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+from collections.abc import Iterable
 from typing import Any, cast
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 __all__ = [
     "INT64_MAX",
     "MAX_TAG_BYTES",
+    "check_cpus",
     "check_logdir",
     "check_number",
     "check_positive",
@@ -153,9 +155,34 @@ def check_logdir(logdir: Any) -> str:
         raise TypeError("logdir must be a str path, not bytes")
     if not path:
         raise ValueError("logdir must be a non-empty path")
+    # '~/logs' from a config file or argparse default has met no shell: expand it as
+    # one would, rather than create a directory named '~' under the working directory.
+    path = os.path.expanduser(path)
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"logdir must be a directory, but {path!r} is a file")
     return os.path.abspath(path)
+
+
+def check_cpus(cpu_affinity: Any) -> tuple[int, ...]:
+    """``cpu_affinity`` as CPU ids this process may run on; () for None (no pinning)."""
+    if cpu_affinity is None:
+        return ()
+    if isinstance(cpu_affinity, (str, bytes)) or not isinstance(cpu_affinity, Iterable):
+        raise TypeError(f"cpu_affinity must be a sequence of CPU ids (ints >= 0) or None, got {cpu_affinity!r}")
+    cpus = tuple(cpu_affinity)  # once: a generator would be empty after the check
+    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus):
+        raise TypeError(f"cpu_affinity must be a sequence of CPU ids (ints >= 0) or None, got {cpu_affinity!r}")
+    if not cpus:
+        # An empty set of CPUs is not "anywhere": the kernel refuses it.  Say so here
+        # rather than let it mean no pinning, or kill the sidecar at start-up.
+        raise ValueError("cpu_affinity=[] pins the sidecar to no CPU; pass None for no pinning")
+    if hasattr(os, "sched_getaffinity"):
+        allowed = os.sched_getaffinity(0)
+        outside = sorted(set(cpus) - allowed)
+        if outside:
+            raise ValueError(f"cpu_affinity names CPUs {outside} this process may not run on; "
+                             f"it may run on {sorted(allowed)}")  # fmt: skip
+    return cpus
 
 
 def check_positive(value: Any, name: str, *, integer: bool = False, allow_none: bool = False) -> Any:

@@ -59,6 +59,7 @@ class SidecarWriter(
     ----------
     logdir : str or os.PathLike
         Directory of this run's event files; created if missing.  Must not be a file.
+        A leading ``~`` is the user's home directory, as in a shell.
     max_queue : int, default 1024
         Most items logged but not yet written by the sidecar.  When reached,
         ``on_full`` decides.  Bounds memory, with ``slab_mb``.
@@ -90,7 +91,8 @@ class SidecarWriter(
         then grows and ``on_full`` decides; False gives it the plain share of its
         ``nice``.  ``stats()['sidecar']['scheduling']`` says what is in effect.
     cpu_affinity : sequence of int or None
-        CPUs the sidecar is pinned to.
+        CPUs the sidecar is pinned to; None (the default) pins it to none.  An empty
+        sequence, or a CPU this process may not run on, raises ``ValueError``.
     on_error : {'raise', 'restart'}, default 'raise'
         When the sidecar dies (crash, kill, I/O error): ``'raise'`` makes the next
         ``add_*``, ``flush()`` or ``close()`` raise :class:`~mxsidecar.SidecarError`
@@ -175,19 +177,14 @@ class SidecarWriter(
             raise ValueError(f"nice must be an int from 0 to 19, got {nice!r}")
         if not isinstance(sched_idle, bool):
             raise TypeError(f"sched_idle must be a bool, got {type(sched_idle).__name__}")
-        cpus: tuple[int, ...] = ()
-        if cpu_affinity is not None:
-            if isinstance(cpu_affinity, (str, bytes)) or not all(
-                isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpu_affinity
-            ):
-                raise TypeError(f"cpu_affinity must be a sequence of CPU ids (ints >= 0), got {cpu_affinity!r}")
-            cpus = tuple(cpu_affinity)
+        cpus = v.check_cpus(cpu_affinity)
         purge = None if purge_step is None else v.check_step(purge_step, "purge_step")
         stats_secs = v.check_positive(stats_secs, "stats_secs", allow_none=True)
         self._verbose = bool(verbose)
         self._start_time = _now()
         self._tags: set[str] = set()  # tags already validated: the fast path is a set lookup
         self._runs: set[str] = set()  # run directories already checked
+        self._hparams_session = None  # add_hparams: what this run declared first
         self._config: dict[str, Any] = {
             "max_queue": max_queue,
             "slab_bytes": int(slab_mb * 2**20),

@@ -8,8 +8,9 @@ process exits first unlinks a segment the other still uses (CPython gh-82300).  
 call ``shm_open`` ourselves instead and keep cleanup in our own hands.
 
 Allocation is first-fit over a sorted free list.  First-fit keeps reusing the lowest
-addresses, so a steady logging loop touches the same warm pages over and over: a
-fresh 4 MB span costs ~3 ms of page faults here, a warm one ~73 us.
+addresses, so a steady logging loop touches the same warm pages over and over: copying
+into a fresh 4 MB span costs about 3 ms of page faults, a warm one about 400 us
+(``python perf/bench_arena.py``).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from pathlib import Path
 REQUIRED_PROTOC_MAJOR = "31"
 
 PROTO_DIR = Path(__file__).resolve().parent
-# Imports are "mxsidecar/formats/proto/xxx.proto", so the include root has to be the
+# Imports are "mxsidecar/formats/proto/<name>.proto", so the include root has to be the
 # directory that contains the mxsidecar package.
 REPO_ROOT = PROTO_DIR.parents[2]
 

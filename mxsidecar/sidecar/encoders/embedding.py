@@ -21,7 +21,16 @@ from .image import to_uint8
 if TYPE_CHECKING:  # numpy.typing is 1.20+, and the annotations are never evaluated
     import numpy.typing as npt
 
-__all__ = ["BLANK_LABEL", "MAX_SPRITE_PX", "is_utf8", "matrix", "metadata_tsv", "sprite_png", "tsv_chunks"]
+__all__ = [
+    "BLANK_LABEL",
+    "MAX_SPRITE_PX",
+    "is_utf8",
+    "matrix",
+    "metadata_tsv",
+    "sprite_png",
+    "tensor_bytes",
+    "tsv_chunks",
+]
 
 # The front end refuses bigger sprites (data-provider.ts MAX_SPRITE_IMAGE_SIZE_PX).
 MAX_SPRITE_PX = 8192
@@ -65,12 +74,37 @@ def tsv_chunks(mat: npt.NDArray[np.float32]) -> Iterator[bytes]:
         yield ((row * len(block)) % tuple(block.ravel().tolist())).encode("ascii")
 
 
-def is_utf8(buf: bytes) -> bool:
+def is_utf8(buf: bytes | bytearray) -> bool:
     try:
         buf.decode("utf-8")
     except UnicodeDecodeError:
         return False
     return True
+
+
+def tensor_bytes(mat: npt.NDArray[np.float32]) -> bytes:
+    """``tensors.bytes``: raw little-endian float32 that TensorBoard reads as such.
+
+    TensorBoard (``projector_plugin._read_tensor_tsv_file``) reads a tensor file as TSV
+    first and takes it for binary only when UTF-8 decoding fails; bytes that happen to
+    decode (all zeros, small powers of two) are parsed as text and fail.  If the matrix
+    holds a +0.0, it is written as -0.0 (``00 00 00 80``): the same number to every
+    computation the projector makes, and a lone continuation byte no UTF-8 decoder
+    accepts.  Without a zero there is no such spelling: ValueError.
+    """
+    buf = bytearray(mat.astype("<f4", copy=False).tobytes())
+    if not is_utf8(buf):
+        return bytes(buf)
+    zeros = np.flatnonzero(np.frombuffer(buf, dtype="<u4") == 0)
+    if zeros.size:
+        # The bytes before it decoded whole and this word is 00 00 00, so the 0x80 that
+        # ends it starts a character and cannot be one.
+        buf[4 * int(zeros[0]) + 3] = 0x80
+        return bytes(buf)
+    raise ValueError(
+        "tensor_format='bytes': this matrix's float32 bytes are valid UTF-8 text, which "
+        "TensorBoard would parse as TSV and fail; log it with tensor_format='tsv'"
+    )
 
 
 def _cell(v: Any) -> str:

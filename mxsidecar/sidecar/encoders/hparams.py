@@ -8,15 +8,21 @@ Contract (TensorBoard ``plugins/hparams/metadata.py``, ``summary_v2.py``): plugi
 - ``_hparams_/session_end_info``: ``SessionEndInfo{status, end_time_secs}``,
 
 each on a value carrying TensorBoard's NULL tensor (DT_FLOAT, shape [0]): the data is
-the metadata.  A session is a run holding a session_start_info, here the writer's own
+the metadata.  The descriptor's ``start`` and ``end`` options (both True when absent)
+say which of them a call writes: the experiment and the session start, the session
+end, or both.  A session is a run holding a session_start_info, here the writer's own
 run (not tensorboardX's extra sub-run per call).  A metric is an ordinary scalar whose
 tag is ``MetricName.tag`` in the session's run (``group`` '' means that run itself),
 so each metric is also written as a ``scalars`` value at the descriptor's step.
 
 What TensorBoard does with these, and what it means for a writer:
 
-- TensorBoard keeps the first metadata of a tag per run, so only the first hparams
-  call in a run counts; a later status (RUNNING, then SUCCESS) is not seen.
+- TensorBoard keeps the first metadata of a tag per run (across the run's files), so
+  each of the three is written once per run, and the writer (``training/kinds/
+  hparams.py``) decides when: the experiment and session start at a run's first
+  ``add_hparams``, the session end at its first call with status SUCCESS or FAILURE.
+  A RUNNING call writes no end, since that end would be final: TensorBoard shows no
+  status (Unknown) until the run's session ends.
 - When any run holds an experiment, TensorBoard takes the experiment of one of them
   (whichever comes first) for the whole logdir: hparams and metrics declared only in
   other runs' experiments do not get columns.
@@ -195,15 +201,22 @@ def hparams_values(
     start_time: float = 0.0,
     end_time: float | None = None,
     status: str = "SUCCESS",
+    start: bool = True,
+    end: bool = True,
 ) -> list[tuple[summary_pb2.Summary.Value, summary_pb2.SummaryMetadata]]:
-    """The three plugin values with their metadata, in TensorBoard's tag order."""
+    """The plugin values with their metadata, in TensorBoard's tag order: the
+    experiment and session start if ``start``, the session end if ``end``."""
     check_hparams(hparams, metrics, domains)
     data = plugin_hparams_pb2.HParamsPluginData
-    datas = (
-        (EXPERIMENT_TAG, data(experiment=experiment_pb(hparams, metrics, domains, start_time))),
-        (SESSION_START_INFO_TAG, data(session_start_info=session_start_pb(hparams, group_name, start_time))),
-        (SESSION_END_INFO_TAG, data(session_end_info=session_end_pb(status, end_time))),
-    )
+    end_info = session_end_pb(status, end_time)  # a bad status is refused whatever is written
+    datas: list[tuple[str, plugin_hparams_pb2.HParamsPluginData]] = []
+    if start:
+        datas.append((EXPERIMENT_TAG, data(experiment=experiment_pb(hparams, metrics, domains, start_time))))
+        datas.append(
+            (SESSION_START_INFO_TAG, data(session_start_info=session_start_pb(hparams, group_name, start_time)))
+        )
+    if end:
+        datas.append((SESSION_END_INFO_TAG, data(session_end_info=end_info)))
     out = []
     for tag, content in datas:
         value = summary_pb2.Summary.Value(tag=tag)
@@ -223,6 +236,8 @@ def encode(desc: Descriptor, data: Any = None) -> list[Encoded]:
             float(opts.get("start_time", desc.wall_time)),
             opts.get("end_time"),
             opts.get("status", "SUCCESS"),
+            bool(opts.get("start", True)),
+            bool(opts.get("end", True)),
         )
     except TypeError as e:  # the sidecar refuses an item on ValueError; anything else is a bug of ours
         raise ValueError(str(e)) from e

@@ -15,15 +15,21 @@ Decisions and their reasons:
 
 * Channels 1 (grayscale, GIF palette of 256 greys: lossless) or 3 (RGB, quantised by
   Pillow to an adaptive 256-colour palette per frame: lossy, as every GIF writer is).
-  4 is accepted and its alpha **dropped**: GIF transparency is one palette index, on
-  or off, so a soft alpha cannot survive; dropping it shows the colours the caller
-  drew instead of refusing the whole clip.
-* The frame delay is ``1000 / fps`` ms rounded to GIF's unit, the centisecond (Pillow
-  would truncate), and at least 20 ms: browsers replace delays of 10 ms or less with
-  100 ms, so an fps above 50 would play up to 10x *slower* than asked; above 50 fps the
-  clip plays at 50.  ``loop=0`` repeats forever.
+  4 is accepted and its alpha **dropped** (the writer warns at the call): GIF
+  transparency is one palette index, on or off, so a soft alpha cannot survive;
+  dropping it shows the colours the caller drew instead of refusing the whole clip.
+* Frame delays are whole centiseconds (GIF's unit; Pillow truncates milliseconds), so
+  ``1000 / fps`` ms is not always a delay: each frame gets the delay that ends it
+  closest to ``(i + 1) / fps`` s after the start (``frame_delays_cs``: 30 fps is 3, 3, 4
+  cs, ...), and the clip plays at ``fps`` on average, drifting by at most 5 ms.
+  Browsers replace delays under 2 cs with 10 cs, so above 50 fps a clip would play up
+  to 5x *slower* than asked: frames there last 2 cs and the clip plays at 50 fps (the
+  writer warns at the call).  A delay is a u16: a frame lasts at most 655.35 s (the
+  writer refuses fps below ``MIN_FPS``).  ``loop=0`` repeats forever.
 * Pillow merges consecutive identical frames into one frame of summed delay, so the
-  GIF may hold fewer frames than T while playing for the same time.
+  GIF may hold fewer frames than T while playing for the same time; a run of identical
+  frames that would last over 655.35 s cannot be written and is refused (ValueError),
+  never shortened.
 """
 
 from __future__ import annotations
@@ -43,30 +49,41 @@ from .image import PROTO_VERSION, image_value, make_grid, pil_image, to_uint8
 from .image import create_summary_metadata as create_summary_metadata
 
 PLUGIN_NAME = "images"  # a video is an image to TensorBoard
-MIN_FRAME_MS = 20  # browsers clamp GIF delays <= 10 ms to 100 ms
-MAX_FRAME_MS = 655_350  # the delay field is a u16 of centiseconds
+MIN_FRAME_CS = 2  # browsers replace GIF delays under 2 cs with 10 cs
+MAX_FRAME_CS = 65535  # the delay field is a u16 of centiseconds
+MIN_FPS = 100 / MAX_FRAME_CS  # a frame of a slower clip would outlast the field
+MAX_FPS = 100 / MIN_FRAME_CS  # faster clips play at this rate
 
 __all__ = [
+    "MAX_FPS",
+    "MIN_FPS",
     "PLUGIN_NAME",
     "PROTO_VERSION",
     "create_summary_metadata",
     "encode",
-    "frame_duration_ms",
+    "frame_delays_cs",
     "gif_bytes",
     "video_frames",
     "video_pb",
 ]
 
 
-def frame_duration_ms(fps: Any) -> int:
-    """The GIF delay for ``fps``: whole centiseconds, clamped to what browsers honour."""
+def frame_delays_cs(fps: Any, n: int) -> list[int]:
+    """The GIF delays of ``n`` frames at ``fps``, in centiseconds.
+
+    Frame ``i`` ends at the centisecond nearest ``(i + 1) / fps`` s (``training/kinds/
+    video.py`` computes the same schedule for its checks): the clip keeps the rate
+    asked for on average, where one rounded delay for every frame would play 30 fps
+    at 33.3.  Above ``MAX_FPS`` every frame lasts ``MIN_FRAME_CS``.
+    """
     rate = float(fps) if isinstance(fps, numbers.Real) and not isinstance(fps, bool) else math.nan
     if not (math.isfinite(rate) and rate > 0):
         raise ValueError(f"fps must be a positive finite number, got {fps!r}")
-    centis = 100.0 / rate
-    if not math.isfinite(centis):  # a subnormal fps
-        return MAX_FRAME_MS
-    return int(min(MAX_FRAME_MS, max(MIN_FRAME_MS, 10 * round(centis))))
+    if rate < MIN_FPS:
+        raise ValueError(f"fps must be at least {MIN_FPS:.6g}: a GIF frame lasts at most 655.35 s, got {fps!r}")
+    period = max(float(MIN_FRAME_CS), 100.0 / rate)
+    ends = [math.floor((i + 1) * period + 0.5) for i in range(n)]
+    return [b - a for a, b in zip([0, *ends[:-1]], ends)]
 
 
 def video_frames(data: np.ndarray[Any, Any]) -> list[np.ndarray[Any, Any]]:
@@ -84,30 +101,43 @@ def video_frames(data: np.ndarray[Any, Any]) -> list[np.ndarray[Any, Any]]:
     return [np.ascontiguousarray(make_grid(v[t])) for t in range(v.shape[0])]
 
 
-def gif_bytes(frames: list[np.ndarray[Any, Any]], duration_ms: int) -> bytes:
+def gif_bytes(frames: list[np.ndarray[Any, Any]], delays_cs: list[int]) -> bytes:
     """An endlessly looping animated GIF of equally sized ``(H, W, C)`` uint8 frames."""
     if not frames:
         raise ValueError("a video needs at least one frame")
+    if len(delays_cs) != len(frames):
+        raise ValueError(f"{len(frames)} frames need as many delays, got {len(delays_cs)}")
+    # Pillow merges runs of identical frames, summing their delays into one u16: a run
+    # that long cannot be shown for its time, so it is refused rather than shortened.
+    start = 0
+    for t in range(1, len(frames) + 1):
+        if t < len(frames) and np.array_equal(frames[t], frames[start]):
+            continue
+        held = sum(delays_cs[start:t])
+        if held > MAX_FRAME_CS:
+            raise ValueError(f"video frames {start}..{t - 1} are identical and would show for {held / 100:g} s "
+                             "as one GIF frame, which lasts at most 655.35 s")  # fmt: skip
+        start = t
     images = [pil_image(f) for f in frames]
-    # Pillow merges runs of identical frames and sums their delays, which must still fit
-    # GIF's u16 centiseconds: cap the delay so even a clip of one repeated frame fits.
-    duration_ms = max(MIN_FRAME_MS, min(duration_ms, MAX_FRAME_MS // len(images) // 10 * 10))
     buf = io.BytesIO()
     try:
-        images[0].save(buf, format="GIF", save_all=True, append_images=images[1:], duration=duration_ms, loop=0)
+        images[0].save(
+            buf, format="GIF", save_all=True, append_images=images[1:], duration=[10 * d for d in delays_cs], loop=0
+        )
     except (struct.error, OverflowError) as exc:
-        # A u16 overflowed: a grid wider than 65535 px, or a run of identical frames whose
-        # merged delay exceeds 655 s.  The clip is refused, not the sidecar brought down.
+        # A u16 overflowed: a grid wider than 65535 px, or frames that differ but became
+        # identical once quantised, merged past 655.35 s.  The clip is refused, not the
+        # sidecar brought down.
         raise ValueError(f"video cannot be written as a GIF ({exc})") from exc
     return buf.getvalue()
 
 
 def video_pb(tag: str, frames: list[np.ndarray[Any, Any]], fps: float) -> summary_pb2.Summary.Value:
     h, w, c = frames[0].shape
-    return image_value(tag, gif_bytes(frames, frame_duration_ms(fps)), h, w, c)
+    return image_value(tag, gif_bytes(frames, frame_delays_cs(fps, len(frames))), h, w, c)
 
 
 def encode(desc: Descriptor, data: Any) -> list[Encoded]:
     fps = (desc.options or {}).get("fps", 4)  # tensorboardX's default
-    frame_duration_ms(fps)  # a bad fps fails before any frame is built
+    frame_delays_cs(fps, 0)  # a bad fps fails before any frame is built
     return [Encoded(desc.run, video_pb(desc.tag, video_frames(data), fps), None)]

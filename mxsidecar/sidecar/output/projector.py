@@ -29,8 +29,11 @@ Decisions:
   every TensorBoard version reads.  ``"bytes"`` (raw little-endian float32 plus
   ``tensor_shape``) is faster to write and for TensorBoard to load, but TensorBoard
   (2.21, ``_read_tensor_binary_file``) only falls back to it when decoding the file
-  as UTF-8 text *fails*; a matrix whose bytes happen to be valid UTF-8 (all zeros,
-  small powers of two) would be parsed as TSV and fail, so it is written as TSV.
+  as UTF-8 text *fails*.  A matrix whose bytes happen to be valid UTF-8 (all zeros,
+  small powers of two) is written with one +0.0 as -0.0, which makes the file
+  undecodable and changes no value; one without a zero is refused (ValueError, and
+  for numpy input the writer refuses it at the call): ``encoders/embedding.py``
+  ``tensor_bytes``.  It is never written as TSV when bytes were asked for.
 * An existing config that does not parse is left untouched and the embedding is
   refused (ValueError): rewriting it would drop the other writers' entries.
 * Labels that would leave a blank metadata line are written as ``BLANK_LABEL``: the
@@ -99,11 +102,7 @@ def write_embedding(out: LocalDirectory, run: str, desc: Descriptor, data: dict[
     n, d = mat.shape
     metadata = embedding.metadata_tsv(desc.text, data.get("labels"), opts.get("metadata_header"), n)
     sprite = embedding.sprite_png(data["images"], n) if data.get("images") is not None else None
-    raw: bytes | None = None
-    if tensor_format == "bytes":
-        raw = mat.astype("<f4", copy=False).tobytes()
-        if embedding.is_utf8(raw):
-            raw = None  # TensorBoard would read it as TSV (see the module docstring)
+    raw = embedding.tensor_bytes(mat) if tensor_format == "bytes" else None
 
     logdir = out.run_dir(run)
     name = tensor_name(desc.tag, desc.step)

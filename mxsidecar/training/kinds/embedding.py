@@ -6,6 +6,7 @@ The argument half of the kind: what a caller may pass, checked in the caller's t
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 from typing import Any
@@ -90,6 +91,20 @@ def check_embedding_matrix(arr: np.ndarray[Any, Any], name: str = "embedding") -
                              f"got {int(finite.size - np.count_nonzero(finite))} NaN/Inf or larger")  # fmt: skip
 
 
+def check_tensor_bytes(arr: np.ndarray[Any, Any], name: str = "embedding") -> None:
+    """``tensor_format='bytes'`` on host data: refuse here what the sidecar would
+    (``encoders/embedding.py`` ``tensor_bytes``): float32 bytes that decode as UTF-8,
+    which TensorBoard would read as text, with no +0.0 to spell as -0.0 to prevent it."""
+    raw = np.ascontiguousarray(arr, dtype="<f4")
+    try:
+        codecs.utf_8_decode(raw.data, "strict", True)  # random floats fail in the first bytes
+    except UnicodeDecodeError:
+        return
+    if not np.any(raw.view("<u4") == 0):
+        raise ValueError(f"tensor_format='bytes': the float32 bytes of {name} are valid UTF-8 text, which "
+                         "TensorBoard would parse as TSV and fail; log it with tensor_format='tsv'")  # fmt: skip
+
+
 def check_sprite(shape: tuple[int, ...]) -> None:
     n, _, h, w = shape
     side = math.ceil(math.sqrt(n))
@@ -133,7 +148,12 @@ class EmbeddingCalls(KindCalls):
         metadata_header : list of str, optional
             Column names when labels have several columns.
         tensor_format : 'tsv' or 'bytes'
-            ``tensors.tsv``, or TensorBoard's raw float32 file (smaller, faster to load).
+            ``tensors.tsv``, or TensorBoard's raw float32 file ``tensors.bytes`` (smaller,
+            faster to load).  TensorBoard takes a tensor file for binary only if it does
+            not decode as UTF-8: a matrix whose bytes do (all zeros, small powers of two)
+            is written with one +0.0 as -0.0, the same value; one without a zero is
+            refused (``ValueError`` here for numpy input; for an NDArray the sidecar
+            refuses it, counted in ``stats()['rejected']`` and warned).
         """
         tag, step, wall = self._common(tag, global_step, None)
         if tag in (".", ".."):
@@ -146,6 +166,8 @@ class EmbeddingCalls(KindCalls):
             raise ValueError(f"embedding must be a matrix (N, D), got shape {mat.shape}")
         if mat_arr is not None:
             check_embedding_matrix(mat_arr)
+            if tensor_format == "bytes" and mat_arr.size:
+                check_tensor_bytes(mat_arr)
         n = mat.shape[0]
         parts = [mat]
         text = ""

@@ -7,7 +7,10 @@ The argument half of the kind: what a caller may pass, checked in the caller's t
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
+
+import numpy as np
 
 from ...wire.descriptors import Kind
 from .. import arguments as v
@@ -15,15 +18,51 @@ from ._base import KindCalls
 
 __all__ = ["VideoCalls"]
 
-MIN_FPS = 1e-6  # GIF delays stop at 655.35 s a frame (any fps below 1/655.35 plays the same)
+# GIF delays are u16 centiseconds, and browsers replace delays under 2 cs with 10 cs
+# (the sidecar's encoders/video.py holds the schedule and says more).
+MAX_FRAME_CS = 65535
+MIN_FPS = 100 / MAX_FRAME_CS  # a frame of a slower clip would outlast the delay field
+MAX_FPS = 50.0  # faster clips play at this rate
 
 
 def check_fps(fps: Any, name: str = "fps") -> float:
-    """A positive frame rate; tiny ones would overflow the GIF delay's arithmetic."""
+    """A frame rate a GIF can hold: a slower one would need a frame longer than 655.35 s."""
     rate = float(v.check_positive(fps, name))
     if rate < MIN_FPS:
-        raise ValueError(f"{name} must be at least {MIN_FPS:g} (a GIF frame lasts at most 655.35 s), got {fps!r}")
+        raise ValueError(f"{name} must be at least {MIN_FPS:.6g} (a GIF frame lasts at most 655.35 s), got {fps!r}")
     return rate
+
+
+def frame_delays_cs(fps: float, n: int) -> list[int]:
+    """The sidecar's schedule (``encoders/video.py``, same name): frame ``i`` ends at the
+    centisecond nearest ``(i + 1) / fps`` s, frames last 2 cs at least."""
+    period = max(100.0 / MAX_FPS, 100.0 / fps)
+    ends = [math.floor((i + 1) * period + 0.5) for i in range(n)]
+    return [b - a for a, b in zip([0, *ends[:-1]], ends)]
+
+
+def check_still_runs(arr: np.ndarray[Any, Any], fps: float, name: str = "vid_tensor") -> None:
+    """Identical consecutive frames become one GIF frame of their summed delay, at most
+    655.35 s; the sidecar refuses a longer run, so for host data say so here."""
+    n_frames = arr.shape[1]
+    delays = frame_delays_cs(fps, n_frames)
+    if sum(delays) <= MAX_FRAME_CS:
+        return  # the common case: even one run of every frame fits, no need to compare
+    # Compare the pixels the sidecar will draw: alpha dropped, floats as rint(x * 255)
+    # in the dtype image.scale_float uses.
+    pix = arr[:, :, :3] if arr.shape[2] == 4 else arr
+    if pix.dtype.kind == "f":
+        work = np.float32 if pix.dtype == np.float16 else pix.dtype
+        pix = np.rint(np.multiply(pix, 255.0, dtype=work))
+    start = 0
+    for t in range(1, n_frames + 1):
+        if t < n_frames and np.array_equal(pix[:, t], pix[:, start]):
+            continue
+        held = sum(delays[start:t])
+        if held > MAX_FRAME_CS:
+            raise ValueError(f"{name} frames {start}..{t - 1} are identical and at fps={fps:g} would show for "
+                             f"{held / 100:g} s as one GIF frame, which lasts at most 655.35 s")  # fmt: skip
+        start = t
 
 
 MAX_GIF_PX = 65535  # a GIF's logical screen is u16 x u16
@@ -56,14 +95,33 @@ class VideoCalls(KindCalls):
         vid_tensor : NDArray or numpy array of shape (N, T, C, H, W)
             float in [0, 1] or uint8, C of 1, 3 or 4; frame ``t`` shows the N videos'
             frames ``t`` in a grid.
-        fps : float > 0
-            Frames per second.
+        fps : float, at least 100/65535
+            Frames per second.  GIF delays are whole centiseconds: each frame ends at
+            the centisecond nearest its time, so the clip keeps ``fps`` on average.
+            Above 50 it plays at 50 (browsers slow shorter delays to 10 cs), with a
+            warning.  A run of identical frames lasts at most 655.35 s.
+
+        A fourth channel (alpha) is dropped, with a warning: GIF transparency is on or
+        off per pixel.
         """
         tag, step, wall = self._common(tag, global_step, walltime)
-        fps = check_fps(fps)
-        part = self._image_part("vid_tensor", vid_tensor)
+        rate = check_fps(fps)
+        part, arr = self._part("vid_tensor", vid_tensor, dtypes=v.check_image_dtype)
         if len(part.shape) != 5:
             raise ValueError(f"vid_tensor must be (N, T, C, H, W), got shape {part.shape}")
         v.check_dataformats("NCHW", (part.shape[0], *part.shape[2:]), "vid_tensor")
         check_video_size(part.shape)
-        self._pipe.submit_array(Kind.VIDEO, tag, step, wall, [part], options={"fps": fps})
+        if arr is not None:
+            v.check_unit_range(arr, "vid_tensor", 0.0, 1.0)
+            check_still_runs(arr, rate)
+        # What the GIF format forces, said here (the caller's thread, before the item
+        # is queued) rather than found out in the browser.
+        if rate > MAX_FPS:
+            warnings.warn(f"add_video({tag!r}): fps={fps!r} is above {MAX_FPS:g}; GIF delays are whole "
+                          "centiseconds and browsers slow delays under 2 cs to 10 cs, so it will play at "
+                          f"{MAX_FPS:g} fps", UserWarning, stacklevel=2)  # fmt: skip
+        if part.shape[2] == 4:
+            warnings.warn(f"add_video({tag!r}): the alpha channel of vid_tensor is dropped; a GIF pixel is "
+                          "opaque or fully transparent, so the video shows its colours as drawn",
+                          UserWarning, stacklevel=2)  # fmt: skip
+        self._pipe.submit_array(Kind.VIDEO, tag, step, wall, [part], options={"fps": rate})
