@@ -135,3 +135,54 @@ def test_close_leaves_no_process_and_no_segment(tmp_path) -> None:
     assert not os.path.exists(f"/dev/shm/{sw._pipe.arena.name}")
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # exited and reaped, not a zombie
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux-only")
+def test_close_lifts_sched_idle_where_permitted(tmp_path, monkeypatch) -> None:
+    """Once the trainer waits in close(), a SCHED_IDLE sidecar would wait behind every
+    other runnable thread on the machine: close() asks for SCHED_OTHER (nice stays)."""
+    calls: list[tuple[int, int]] = []
+    real = os.sched_setscheduler
+
+    def recording(pid, policy, param):
+        calls.append((pid, policy))
+        return real(pid, policy, param)
+
+    sw = SidecarWriter(str(tmp_path))
+    sw.add_scalar("x", 1.0, 0)
+    sw.flush()
+    pid = sw._pipe.supervisor.pid
+    assert os.sched_getscheduler(pid) == os.SCHED_IDLE
+    monkeypatch.setattr(os, "sched_setscheduler", recording)
+    sw.close()
+    assert calls == [(pid, os.SCHED_OTHER)]
+    assert [e.step for p in event_files(str(tmp_path)) for e in read_events(p) if e.HasField("summary")] == [0]
+
+
+def _may_leave_sched_idle(pid: int) -> bool:
+    """The kernel's rule (sched_setscheduler(2)): CAP_SYS_NICE, or a nice value within
+    RLIMIT_NICE (``20 - rlim_cur`` at best)."""
+    import resource
+
+    with open("/proc/self/status") as f:
+        caps = next(int(line.split()[1], 16) for line in f if line.startswith("CapEff:"))
+    cap_sys_nice = 23
+    nice = os.getpriority(os.PRIO_PROCESS, pid)
+    return bool(caps >> cap_sys_nice & 1) or 20 - nice <= resource.getrlimit(resource.RLIMIT_NICE)[0]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status") or not hasattr(os, "SCHED_IDLE"), reason="Linux only")
+def test_lifting_sched_idle_takes_effect_or_is_refused_quietly(tmp_path, monkeypatch) -> None:
+    sw = SidecarWriter(str(tmp_path))
+    pid = sw._pipe.supervisor.pid
+    sw._pipe.supervisor._hurry()
+    expected = os.SCHED_OTHER if _may_leave_sched_idle(pid) else os.SCHED_IDLE
+    assert os.sched_getscheduler(pid) == expected
+
+    def refused(pid, policy, param):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refused)  # an unprivileged user's close()
+    sw.add_scalar("x", 1.0, 0)
+    sw.close()
+    assert [e.step for p in event_files(str(tmp_path)) for e in read_events(p) if e.HasField("summary")] == [0]
