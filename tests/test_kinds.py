@@ -243,18 +243,6 @@ def test_mxboard_script_runs_unchanged(tmp_path) -> None:
     assert len(exported[os.path.join(logdir, "curves")]) == len(xs)
 
 
-def test_embedding_with_labels_only_and_tsv_or_bytes(tmp_path) -> None:
-    """One part (no images): the sidecar still gets the matrix by name."""
-    logdir = str(tmp_path)
-    mat = np.arange(15, dtype=np.float32).reshape(5, 3)
-    with SidecarWriter(logdir) as sw:
-        sw.add_embedding("a", mat, labels=list("abcde"))
-        sw.add_embedding("b", mat, global_step=1, tensor_format="bytes")
-        sw.flush()
-        assert sw.stats()["rejected"] == 0
-    assert os.path.exists(os.path.join(logdir, "00000", "a", "metadata.tsv"))
-
-
 def test_summary_writer_is_the_same_class() -> None:
     """The README's promise to mxboard users: ``SummaryWriter`` is no subclass or
     wrapper with its own behaviour, it is ``SidecarWriter``."""
@@ -306,3 +294,15 @@ def test_clear_scalar_dict_forgets_what_export_scalars_returns(tmp_path) -> None
         exported = json.load(f)
     assert [(step, value) for _wall, step, value in exported[os.path.join(logdir, "loss")]] == [(3, 3.0), (4, 4.0)]
     assert [s for s, _ in tensor_values(load_multiplexer(logdir), ".", "loss")] == [0, 1, 2, 3, 4]
+
+
+def test_embedding_with_labels_only_and_tsv_or_bytes(tmp_path) -> None:
+    """One part (no images): the sidecar still gets the matrix by name."""
+    logdir = str(tmp_path)
+    mat = np.arange(15, dtype=np.float32).reshape(5, 3)
+    with SidecarWriter(logdir) as sw:
+        sw.add_embedding("a", mat, labels=list("abcde"))
+        sw.add_embedding("b", mat, global_step=1, tensor_format="bytes")
+        sw.flush()
+        assert sw.stats()["rejected"] == 0
+    assert os.path.exists(os.path.join(logdir, "00000", "a", "metadata.tsv"))
