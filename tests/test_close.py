@@ -117,7 +117,8 @@ def test_control_descriptors_are_sent_without_the_batching_delay(monkeypatch) ->
     monkeypatch.setattr(capture, "BATCH_DELAY", 3600.0)
     sent: list[int] = []
     failures: list[BaseException] = []
-    thread = capture.CompletionThread(lambda payloads, seqs, last: sent.append(last), failures.append)
+    # send(payloads, ..., last_seq): the last argument is the batch's last seq
+    thread = capture.CompletionThread(lambda payloads, *rest: sent.append(rest[-1]), failures.append)
     thread.start()
     thread.put((Op.CLOSE, 1, 0, "", 0, 0.0, "", 0.0, "", 0, 0, "", (), None, None))
     thread.put(capture.STOP)
