@@ -175,7 +175,9 @@ def _may_leave_sched_idle(pid: int) -> bool:
 @pytest.mark.skipif(not os.path.exists("/proc/self/status") or not hasattr(os, "SCHED_IDLE"), reason="Linux only")
 def test_lifting_sched_idle_takes_effect_or_is_refused_quietly(tmp_path, monkeypatch) -> None:
     sw = SidecarWriter(str(tmp_path))
+    sw.flush()  # the sidecar is up: it chose SCHED_IDLE first thing
     pid = sw._pipe.supervisor.pid
+    assert os.sched_getscheduler(pid) == os.SCHED_IDLE
     sw._pipe.supervisor._hurry()
     expected = os.SCHED_OTHER if _may_leave_sched_idle(pid) else os.SCHED_IDLE
     assert os.sched_getscheduler(pid) == expected
