@@ -220,6 +220,23 @@ def test_failed_computation_is_skipped_and_reported(tmp_path) -> None:
     assert [(s, float(v)) for s, v in tensor_values(mux, ".", "x")] == [(1, 2.0), (2, 3.0)]
 
 
+def test_nan_in_an_ndarray_image_is_rejected_counted_and_the_writer_goes_on(tmp_path) -> None:
+    """The README's example of a value only the sidecar can check: the caller cannot
+    look inside an NDArray without a sync, so the sidecar refuses the image whole,
+    counts it in stats()['rejected'], and the trainer warns."""
+    logdir = str(tmp_path)
+    with SidecarWriter(logdir) as sw:
+        bad = mx.nd.array(np.full((3, 4, 4), np.nan, np.float32))
+        with pytest.warns(RuntimeWarning, match="image .img. was not written"):
+            sw.add_image("img", bad, 0)  # accepted in the caller: it cannot see the NaN
+            sw.flush()
+        sw.add_image("img", mx.nd.ones((3, 4, 4)), 1)
+        sw.flush()
+        assert sw.stats()["rejected"] == 1
+    steps = [e.step for p in event_files(logdir) for e in read_events(p) for v in e.summary.value if v.tag == "img"]
+    assert steps == [1]
+
+
 def test_steady_state_reuses_spans_and_wrappers(tmp_path) -> None:
     with SidecarWriter(str(tmp_path)) as sw:
         arrays = [mx.nd.random.uniform(shape=(256, 256)) for _ in range(3)]

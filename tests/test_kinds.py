@@ -298,6 +298,59 @@ def test_mxboard_script_runs_unchanged(tmp_path) -> None:
     assert len(exported[os.path.join(logdir, "curves")]) == len(xs)
 
 
+def test_summary_writer_is_the_same_class() -> None:
+    """The README's promise to mxboard users: ``SummaryWriter`` is no subclass or
+    wrapper with its own behaviour, it is ``SidecarWriter``."""
+    assert SummaryWriter is SidecarWriter
+
+
+def test_figure_is_rasterised_to_an_image(tmp_path) -> None:
+    """A matplotlib figure reaches the Images tab at its pixel size; a list of figures
+    becomes one grid; the figures are closed afterwards, as tensorboardX does."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    logdir = str(tmp_path)
+
+    def red_figure():
+        fig = plt.figure(figsize=(2, 1), dpi=50)  # 100 x 50 px
+        fig.patch.set_facecolor((1.0, 0.0, 0.0))
+        return fig
+
+    one, pair = red_figure(), [red_figure(), red_figure()]
+    with SidecarWriter(logdir) as sw:
+        sw.add_figure("fig", one, 4)
+        sw.add_figure("figs", pair, 5)
+    assert not plt.get_fignums()  # close=True by default
+    mux = load_multiplexer(logdir)
+    ((step, png),) = image_blobs(mux, ".", "fig")
+    px = png_pixels(png)
+    assert step == 4 and px.shape == (50, 100, 4)
+    assert (px[..., :3] == (255, 0, 0)).all()
+    ((_, grid),) = image_blobs(mux, ".", "figs")
+    assert png_pixels(grid).shape == (2 + 50 + 2, 2 + 2 * (100 + 2), 4)  # two cells in a row, 2 px gaps
+
+
+def test_clear_scalar_dict_forgets_what_export_scalars_returns(tmp_path) -> None:
+    """mxboard's pair: export_scalars writes the scalars logged since the last
+    clear_scalar_dict (read back from the event files, which keep everything)."""
+    logdir = str(tmp_path)
+    sw = SummaryWriter(logdir)
+    for i in range(3):
+        sw.add_scalar("loss", float(i), i)
+    sw.clear_scalar_dict()
+    for i in range(3, 5):
+        sw.add_scalar("loss", float(i), i)
+    out = os.path.join(logdir, "scalars.json")
+    sw.export_scalars(out)
+    sw.close()
+    with open(out) as f:
+        exported = json.load(f)
+    assert [(step, value) for _wall, step, value in exported[os.path.join(logdir, "loss")]] == [(3, 3.0), (4, 4.0)]
+    assert [s for s, _ in tensor_values(load_multiplexer(logdir), ".", "loss")] == [0, 1, 2, 3, 4]
+
+
 def test_embedding_with_labels_only_and_tsv_or_bytes(tmp_path) -> None:
     """One part (no images): the sidecar still gets the matrix by name."""
     logdir = str(tmp_path)

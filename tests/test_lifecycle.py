@@ -88,6 +88,32 @@ def test_close_fsyncs(tmp_path, monkeypatch) -> None:
     assert len(synced) == 1
 
 
+def test_drops_are_warned_once_at_close(tmp_path, monkeypatch) -> None:
+    """on_full='drop' is not silent: stats() counts per kind and tag, and close() warns
+    once with the total.  A slow sidecar (failure injection: 1 s on one item) holds
+    the only queue slot, so every item logged meanwhile is dropped, deterministically."""
+    import json
+    import warnings
+
+    from mxsidecar.sidecar.faults import ENV
+
+    monkeypatch.setenv(ENV, json.dumps([{"at": "receive", "tag": "slow", "action": "sleep", "seconds": 1.0}]))
+    sw = SidecarWriter(str(tmp_path), max_queue=1, on_full="drop")
+    sw.add_scalar("slow", 0.0, 0)
+    for i in range(5):
+        sw.add_scalar("x", float(i), i)
+    sw.add_text("t", "dropped too", 0)
+    stats = sw.stats()
+    assert stats["dropped"] == {"scalar": 5, "text": 1}
+    assert stats["dropped_by_tag"] == {"scalar/x": 5, "text/t": 1}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sw.close()
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 1 and "6 items dropped (on_full='drop')" in messages[0]
+    assert summary_steps(str(tmp_path)) == [0]
+
+
 def test_writer_left_open_is_closed_at_exit(tmp_path) -> None:
     script = textwrap.dedent(
         f"""

@@ -49,6 +49,20 @@ def test_scalar_groups_become_runs(tmp_path) -> None:
     assert os.path.isdir(os.path.join(logdir, "lr", "encoder"))
 
 
+def test_scalar_groups_share_the_writers_one_sidecar(tmp_path) -> None:
+    """add_scalars makes a run per name (tensorboardX's layout) without a writer, a
+    thread or a process per run: the one sidecar writes every run's file."""
+    from conftest import sidecar_children
+
+    logdir = str(tmp_path)
+    with SidecarWriter(logdir) as sw:
+        sw.add_scalars("loss", {"train": 1.0, "val": 2.0, "test": 3.0}, 0)
+        stats = sw.stats()
+        assert [p.pid for p in sidecar_children()] == [stats["sidecar_pid"]]
+        assert len(stats["sidecar"]["files"]) == 4  # the writer's own run and one per name
+    assert len(event_files(logdir)) == 4
+
+
 def test_text_round_trip(tmp_path) -> None:
     logdir = str(tmp_path)
     doc = "# Title\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\nünïcode ✓"

@@ -108,6 +108,39 @@ def test_scalar_group_values_checked_before_any_enqueue(sw) -> None:
     assert logged(sw) == before
 
 
+def test_defaults_are_the_ones_the_readme_documents(tmp_path) -> None:
+    """README's Tuning table, checked on a live writer rather than on the signature:
+    what the pipeline, the arena and the sidecar's command line actually got."""
+    import os
+    import threading
+
+    import psutil
+
+    with SidecarWriter(str(tmp_path)) as w:
+        pipe = w._pipe
+        assert pipe.max_queue == 1024
+        assert pipe.arena.size == 64 * 2**20  # slab_mb=64
+        assert (pipe.flow.on_full, pipe.flow.block_timeout) == ("block", 60.0)
+        assert (pipe.on_error, pipe.max_restarts) == ("raise", 3)
+        stats = w.stats()
+        argv = psutil.Process(stats["sidecar_pid"]).cmdline()
+
+        def option(name: str) -> str | None:  # "--name value" or "--name=value"
+            for i, arg in enumerate(argv):
+                if arg == name:
+                    return argv[i + 1]
+                if arg.startswith(name + "="):
+                    return arg[len(name) + 1 :]
+            return None
+
+        assert float(option("--flush-secs") or "nan") == 120.0
+        assert option("--cpus") is None  # cpu_affinity=None
+        expected_nice = min(19, os.getpriority(os.PRIO_PROCESS, 0) + 10)
+        policy = "idle" if hasattr(os, "SCHED_IDLE") else "normal"
+        assert stats["sidecar"]["scheduling"] == f"{policy}, nice {expected_nice}"  # sched_idle=True, nice=10
+        assert not [t for t in threading.enumerate() if t.name == "mxsidecar-stats"]  # stats_secs=None
+
+
 def test_logdir_that_is_a_file(tmp_path) -> None:
     f = tmp_path / "file"
     f.write_text("x")

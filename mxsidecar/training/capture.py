@@ -255,7 +255,10 @@ class CompletionThread(threading.Thread):
         try:
             while True:
                 batch = [q.get()]
-                time.sleep(BATCH_DELAY)
+                # FLUSH, CLOSE, STATS and STOP have a caller waiting on them and end a
+                # burst rather than start one: no reason to wait for company.
+                if batch[0] is not STOP and batch[0][0] == Op.ITEM:
+                    time.sleep(BATCH_DELAY)
                 while len(batch) < MAX_BATCH:
                     try:
                         batch.append(q.get_nowait())
