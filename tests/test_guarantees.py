@@ -36,6 +36,30 @@ def faults(monkeypatch, *specs: dict) -> None:
     monkeypatch.setenv(ENV, json.dumps(list(specs)))
 
 
+@pytest.fixture
+def writer(tmp_path):
+    """SidecarWriter(...) closed after the test even if it fails half-way: every gate
+    is opened first, so a failed assertion is reported, not a close() stuck behind it."""
+    made: list[SidecarWriter] = []
+
+    def make(*args, **kwargs) -> SidecarWriter:
+        made.append(SidecarWriter(*args, **kwargs))
+        return made[-1]
+
+    yield make
+    (tmp_path / "gate").touch()
+    engine_gates = getattr(sys.modules.get("test_capture"), "_GATES", {})
+    for opened, _, _ in list(engine_gates.values()):
+        opened.set()
+    for sw in made:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                sw.close()
+            except Exception:
+                pass  # already asserted on, or the failure being reported
+
+
 def steps_by_tag(logdir: str, run: str = ".") -> dict[str, list[int]]:
     """tag -> steps, as TensorBoard's plugin multiplexer serves them."""
     mux = load_multiplexer(logdir)
@@ -45,13 +69,13 @@ def steps_by_tag(logdir: str, run: str = ".") -> dict[str, list[int]]:
 # -- on_full='drop' ------------------------------------------------------------------
 
 
-def test_drop_counts_per_tag_and_file_is_logged_minus_dropped(tmp_path, monkeypatch) -> None:
+def test_drop_counts_per_tag_and_file_is_logged_minus_dropped(tmp_path, monkeypatch, writer) -> None:
     """The sidecar is stuck at its first item, so room is a matter of counting: the
     arena holds three 300 kB histograms, the queue eight items."""
     gate = tmp_path / "gate"
     faults(monkeypatch, {"at": "encode", "action": "gate", "path": str(gate)})
     logdir = str(tmp_path / "logs")
-    sw = SidecarWriter(logdir, max_queue=8, slab_mb=1, on_full="drop")
+    sw = writer(logdir, max_queue=8, slab_mb=1, on_full="drop")
     logged: dict[str, list[int]] = {"h": [], "a": [], "b": []}
     for i in range(4):
         sw.add_histogram("h", HIST, i)  # h0 h1 h2 fill the arena; h3: slab_mb is full
@@ -83,11 +107,11 @@ def test_drop_counts_per_tag_and_file_is_logged_minus_dropped(tmp_path, monkeypa
 
 
 @pytest.mark.parametrize("limit", ["max_queue", "slab_mb"])
-def test_block_timeout_names_the_limit_and_writer_recovers(tmp_path, monkeypatch, limit) -> None:
+def test_block_timeout_names_the_limit_and_writer_recovers(tmp_path, monkeypatch, limit, writer) -> None:
     gate = tmp_path / "gate"
     faults(monkeypatch, {"at": "encode", "action": "gate", "path": str(gate)})
     logdir = str(tmp_path / "logs")
-    sw = SidecarWriter(logdir, max_queue=4, slab_mb=1, on_full="block", block_timeout=1.0)
+    sw = writer(logdir, max_queue=4, slab_mb=1, on_full="block", block_timeout=1.0)
 
     def log(i: int) -> None:
         if limit == "max_queue":
@@ -129,19 +153,19 @@ def fsyncs(record: str) -> list[str]:
         return [line.split(" ", 2)[2].rstrip("\n") for line in f]
 
 
-def test_flush_secs_fsyncs_on_the_timer(tmp_path, monkeypatch) -> None:
+def test_flush_secs_fsyncs_on_the_timer(tmp_path, monkeypatch, writer) -> None:
     """The fsync itself is observed (the hook runs right after ``os.fsync`` returns):
     reading the file would only show the write, which happens without any fsync."""
     record = str(tmp_path / "fsyncs")
     faults(monkeypatch, {"at": "fsync", "action": "record", "path": record})
 
     # Control: a timer that cannot fire during the test; only close() fsyncs.
-    slow = SidecarWriter(str(tmp_path / "slow"), flush_secs=3600)
+    slow = writer(str(tmp_path / "slow"), flush_secs=3600)
     slow.add_scalar("x", 1.0, 0)
     slow.flush()
     (slow_file,) = event_files(str(tmp_path / "slow"))
 
-    fast = SidecarWriter(str(tmp_path / "fast"), flush_secs=0.2)
+    fast = writer(str(tmp_path / "fast"), flush_secs=0.2)
     fast.add_scalar("x", 1.0, 0)
     assert wait_until(lambda: event_files(str(tmp_path / "fast")), 30)  # the sidecar opens it as it starts
     (fast_file,) = event_files(str(tmp_path / "fast"))
@@ -157,7 +181,7 @@ def test_flush_secs_fsyncs_on_the_timer(tmp_path, monkeypatch) -> None:
 # -- stats() -------------------------------------------------------------------------
 
 
-def test_stats_values_match_what_was_done(tmp_path, monkeypatch) -> None:
+def test_stats_values_match_what_was_done(tmp_path, monkeypatch, writer) -> None:
     """Each counter against what the test did, and bytes_written against the disk."""
     gate = tmp_path / "gate"
     sleep = 0.05
@@ -167,7 +191,7 @@ def test_stats_values_match_what_was_done(tmp_path, monkeypatch) -> None:
         {"at": "encode", "tag": "h", "action": "sleep", "seconds": sleep},
     )
     logdir = str(tmp_path / "logs")
-    sw = SidecarWriter(logdir, max_queue=6, on_full="block", block_timeout=None)
+    sw = writer(logdir, max_queue=6, on_full="block", block_timeout=None)
     sw.add_scalar("first", 0.0, 0)
     for i in range(5):
         sw.add_scalar("x", float(i), i)
@@ -204,7 +228,7 @@ def test_stats_values_match_what_was_done(tmp_path, monkeypatch) -> None:
     assert steps_by_tag(logdir) == {"first": [0], "x": [0, 1, 2, 3, 4, 5], "h": [0, 1, 2, 3], "t": [0]}
 
 
-def test_stats_queued_and_in_flight_while_stuck(tmp_path, monkeypatch) -> None:
+def test_stats_queued_and_in_flight_while_stuck(tmp_path, monkeypatch, writer) -> None:
     """queued counts everything logged and not written; in_flight what the sidecar holds.
     The sidecar is stuck at its first item (in flight), an NDArray behind it is stuck on
     the engine, so what follows it is queued but cannot have been sent."""
@@ -217,7 +241,7 @@ def test_stats_queued_and_in_flight_while_stuck(tmp_path, monkeypatch) -> None:
     faults(monkeypatch, {"at": "encode", "tag": "first", "action": "gate", "path": str(gate)})
     monkeypatch.setattr(pipeline, "STATS_TIMEOUT", 0.5)  # the STATS reply queues behind the gate too
     logdir = str(tmp_path / "logs")
-    sw = SidecarWriter(logdir)
+    sw = writer(logdir)
     sw.add_scalar("first", 0.0, 0)
     assert wait_until(lambda: sw._pipe._last_sent == 1, 30)
     y, opened, _ = gated(mx.nd.array([3.0]))
@@ -242,14 +266,14 @@ def test_stats_queued_and_in_flight_while_stuck(tmp_path, monkeypatch) -> None:
 # -- NDArrays still pending on MXNet's engine at close() and at exit ---------------------
 
 
-def test_close_with_pending_ndarrays(tmp_path) -> None:
+def test_close_with_pending_ndarrays(tmp_path, writer) -> None:
     """close() waits for values the engine has not computed yet, then writes them."""
     mx = pytest.importorskip("mxnet")
 
     from test_capture import gated
 
     logdir = str(tmp_path)
-    sw = SidecarWriter(logdir)
+    sw = writer(logdir)
     sw.add_scalar("x", 1.0, 0)
     y, opened, ran = gated(mx.nd.array([7.0]))
     sw.add_scalar("pending", y * 2, 1)
@@ -269,7 +293,7 @@ def test_close_with_pending_ndarrays(tmp_path) -> None:
     assert [s for s, _ in tensor_values(mux, ".", "x")] == [0, 2]
 
 
-def test_close_timeout_with_values_never_computed(tmp_path) -> None:
+def test_close_timeout_with_values_never_computed(tmp_path, writer) -> None:
     """A value the engine never computes cannot be written: close(timeout) gives up, kills
     the sidecar, and counts and names the loss; nothing leaks, and the engine's late copy
     into the freed arena is harmless (the wrapper keeps the mapping alive)."""
@@ -279,7 +303,7 @@ def test_close_timeout_with_values_never_computed(tmp_path) -> None:
     from mxsidecar import SidecarError
 
     logdir = str(tmp_path)
-    sw = SidecarWriter(logdir)
+    sw = writer(logdir)
     sw.add_scalar("x", 1.0, 0)
     sw.flush()
     y, opened, ran = gated(mx.nd.array([7.0]))
