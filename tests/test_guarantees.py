@@ -382,3 +382,42 @@ def test_exit_with_pending_ndarrays(tmp_path, mxnet_first) -> None:
     ((_, histo),) = tensor_values(mux, ".", "pending_h")
     assert histo[:, 2].sum() == 100 and histo[0, 0] <= 7.0 <= histo[-1, 1]
     assert [s for s, _ in tensor_values(mux, ".", "x")] == [0, 2]
+
+
+TERM_SCRIPT = """
+import signal, sys, time
+from mxsidecar import SidecarWriter
+sw = SidecarWriter({logdir!r})
+for i in range(100):
+    sw.add_scalar("x", float(i), i)
+sw.flush()
+print(sw.stats()["sidecar_pid"], sw._pipe.arena.name, flush=True)
+time.sleep(120)  # until the group's SIGTERM (Python's default action: die at once)
+"""
+
+
+def test_sigterm_to_the_process_group_leaves_nothing(tmp_path) -> None:
+    """timeout(1), Slurm's scancel and ``kill -TERM -PGID`` signal the trainer and its
+    sidecar together: the trainer dies without closing, and the sidecar, which leaves the
+    arena to a trainer that survives SIGTERM, must notice that this one did not."""
+    import signal
+
+    logdir = str(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", TERM_SCRIPT.format(logdir=logdir)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.getcwd(),
+        start_new_session=True,  # its own process group, as a job under a launcher
+    )
+    try:
+        sidecar_pid, segment = proc.stdout.readline().split()
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(30) == -signal.SIGTERM
+    finally:
+        proc.kill()
+    assert wait_until(
+        lambda: not psutil.pid_exists(int(sidecar_pid)) or psutil.Process(int(sidecar_pid)).status() == "zombie", 30
+    )
+    assert not os.path.exists(f"/dev/shm/{segment}")
+    assert steps_by_tag(logdir) == {"x": list(range(100))}
