@@ -30,10 +30,29 @@ def test_frames_are_byte_identical_to_tensorboard_record_writer(payloads: list[b
     assert [r.data for r in iter_records(buf.getvalue())] == payloads
 
 
-def test_known_vector() -> None:
-    # CRC32C("123456789") is the standard check value 0xE3069283.
-    crc = 0xE3069283
-    assert masked_crc32c(b"123456789") == ((((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+# RFC 3720 B.4's CRC32C test data, masked as TensorFlow masks record CRCs.  The masked
+# values were computed once with TensorBoard's own masked_crc32c and are frozen here: a
+# known vector, not the masking formula written again (which would only check itself).
+KNOWN_MASKED = [
+    (bytes(32), 0x0FD7FFFA),  # raw CRC32C 0x8A9136AA (RFC 3720)
+    (b"\xff" * 32, 0xF909B029),  # raw 0x62A8AB43
+    (bytes(range(32)), 0x951F7892),  # raw 0x46DD794E
+    (bytes(range(31, -1, -1)), 0x593B0D57),  # raw 0x113FDB5C
+    (b"123456789", 0xC78AB0E5),  # raw 0xE3069283, the standard check value
+]
+
+
+@pytest.mark.parametrize(("data", "masked"), KNOWN_MASKED)
+def test_known_vector(data: bytes, masked: int) -> None:
+    assert masked_crc32c(data) == masked
+
+
+def test_known_record() -> None:
+    # TensorBoard's RecordWriter(buf).write(b"hello"), frozen: length, its masked CRC,
+    # the data, the data's masked CRC, all little-endian.
+    want = b"\x05\x00\x00\x00\x00\x00\x00\x00\xea\xb2\x04>hello\xbb\x1f\x1c\x19"
+    assert frame(b"hello") == want
+    assert [r.data for r in iter_records(want)] == [b"hello"]
 
 
 def test_every_flipped_byte_is_detected() -> None:

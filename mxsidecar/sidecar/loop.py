@@ -307,6 +307,17 @@ class Sidecar:
                 return False
         return True
 
+    def parent_gone_within(self, seconds: float) -> bool:
+        """Whether the trainer is gone now or goes within ``seconds`` (after a SIGTERM,
+        which may be killing it too).  Polls: nothing else reports a parent's death to
+        a process that has stopped reading its channel."""
+        deadline = time.monotonic() + seconds
+        while self._parent_alive():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
     def _parent_gone(self) -> None:
         """The trainer died: keep everything received, make it durable, clean up."""
         self.close_all()

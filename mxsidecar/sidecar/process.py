@@ -8,8 +8,10 @@ CLOSE, EOF or the parent's death.  Its exit says how it ended:
 * 0: closed, or the trainer died and everything received was written;
 * 1: an exception, whose traceback went to the trainer first (an ``ErrorReport``);
 * a signal: SIGTERM is turned into a clean exit (files closed, the arena left to its
-  owner); SIGINT is ignored, because Ctrl-C reaches the whole process group and the
-  trainer decides what happens.
+  owner, unless the owner dies within ``TERM_GRACE_SECS``: a SIGTERM to the whole
+  process group kills a trainer that does not handle it, and nobody else would unlink
+  the segment); SIGINT is ignored, because Ctrl-C reaches the whole process group and
+  the trainer decides what happens.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ from ..wire.framing import Channel, ChannelClosed
 from .loop import Sidecar
 
 __all__ = ["main"]
+
+
+# timeout(1), Slurm's scancel and ``kill -TERM -PGID`` signal the trainer and the sidecar
+# together; a trainer without a SIGTERM handler dies at once (reparenting us), one with a
+# handler lives on and closes its writer itself.  A second is plenty to tell them apart.
+TERM_GRACE_SECS = 1.0
 
 
 class _Terminated(Exception):
@@ -108,8 +116,11 @@ def main(argv: list[str] | None = None) -> int:
         sidecar._report()
         return 0
     except _Terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the cleanup short
         if sidecar is not None:
             sidecar.close_all()
+            if sidecar.parent_gone_within(TERM_GRACE_SECS):
+                sidecar.arena.unlink()  # its owner died with the same signal
         return 0
     except BaseException:
         tb = traceback.format_exc()

@@ -142,7 +142,13 @@ class EngineCapture:
         key = (offset, info.shape, info.dtype)
         w = self._wrappers.get(key)
         if w is None:
-            view: np.ndarray[Any, Any] = np.ndarray(info.shape, dtype=info.dtype, buffer=buf, offset=offset)
+            # frombuffer, not np.ndarray(buffer=...): only frombuffer holds a buffer export
+            # on the mapping (np.ndarray keeps the object but releases the export), so
+            # while MXNet holds this view (from_numpy increfs it until the engine is done
+            # with the wrapper's memory) the arena cannot be unmapped under a pending
+            # copy: close() after a timeout would otherwise leave the engine writing into
+            # unmapped memory (a segfault once the value is computed).
+            view = np.frombuffer(buf, dtype=info.dtype, count=info.size, offset=offset).reshape(info.shape)
             w = self._mx.nd.from_numpy(view, zero_copy=True)
             self._wrappers[key] = w
             if len(self._wrappers) > self.MAX_WRAPPERS:
@@ -239,6 +245,9 @@ class CompletionThread(threading.Thread):
         self._on_failure = on_failure
         self.queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self.put = self.queue.put  # the training thread's whole cost of a hand-off
+        # True while waiting for an engine copy: close() names MXNet's engine, not the
+        # sidecar, when it gives up on a value that was never computed.
+        self.waiting_for_engine = False
 
     def run(self) -> None:
         """``send(payloads, last_seq)`` gets the frames of a batch and the batch's last
@@ -271,12 +280,15 @@ class CompletionThread(threading.Thread):
                     pending = item[-1]
                     if pending is not None:
                         send()  # let the sidecar work while we wait on the engine
+                        self.waiting_for_engine = True
                         try:
                             pending()
                         except Exception as exc:
                             payloads.append(_skip(item, exc))
                             last[0] = item[1]
                             continue
+                        finally:
+                            self.waiting_for_engine = False
                     payloads.append(pack_descriptor(*item[:-1]))
                     last[0] = item[1]
                 send()

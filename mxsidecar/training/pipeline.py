@@ -253,6 +253,7 @@ class Pipeline(SidecarFeedback):
         """The NDArray capture, created on the first NDArray (importing mxnet then)."""
         if self._engine is None:
             self._engine = EngineCapture()
+            _close_before_mxnet_shuts_down()
         return self._engine
 
     def purge(self, step: int, wall_time: float) -> None:
@@ -344,10 +345,14 @@ class Pipeline(SidecarFeedback):
             self.supervisor.kill()
             self.supervisor.wait(None)
             with self._cond:
-                self._error = SidecarError(
-                    f"the sidecar did not finish writing within {timeout}s of close() and was killed; "
-                    f"{self._items_pending()} logged items were not written"
-                )
+                if self.completion.waiting_for_engine:
+                    why = (
+                        f"close() gave up after {timeout}s: MXNet's engine had not computed an NDArray "
+                        "logged before it, so the sidecar never got it and was killed"
+                    )
+                else:
+                    why = f"the sidecar did not finish writing within {timeout}s of close() and was killed"
+                self._error = SidecarError(f"{why}; {self._items_pending()} logged items were not written")
         self.completion.join(timeout=5.0)
         for sup in (*self._retired, self.supervisor):
             sup.close_channel()
@@ -379,6 +384,21 @@ def _close_all_at_exit() -> None:
             p.close(timeout=60.0)
         except Exception as exc:  # nobody left to raise to
             print(f"mxsidecar: closing {p.logdir} at exit: {exc}", file=sys.stderr)
+
+
+def _close_before_mxnet_shuts_down() -> None:
+    """Run our exit hook before MXNet's, whichever was imported first.
+
+    atexit runs the last registered hook first, and mxnet registers its engine
+    shutdown (``MXNotifyShutdown``) when it is imported.  A script that imports
+    mxsidecar before mxnet would have that shutdown run before our close: the engine
+    stops running pending operations, so an engine copy still waiting for its value
+    never completes, and close() waited its whole timeout (60 s) at exit and lost
+    those items.  An NDArray exists, so mxnet is imported now: registering again puts
+    our hook after MXNet's in the list, hence first to run.
+    """
+    atexit.unregister(_close_all_at_exit)
+    atexit.register(_close_all_at_exit)
 
 
 def _after_fork_in_child() -> None:

@@ -139,15 +139,17 @@ class Arena:
         return memoryview(self.buf)[offset : offset + nbytes]
 
     def close(self) -> None:
-        """Unmap.  Views still exported (a numpy array over a span) keep the mapping
-        alive until they are collected; that is harmless once the name is unlinked."""
+        """Unmap.  Views still exported (a numpy array over a span, an engine copy
+        still pending into one) keep the mapping alive until they are collected; that
+        is harmless once the name is unlinked.  Our own reference goes at once, so the
+        mapping goes with the last view, not with this object."""
         if self._closed:
             return
         self._closed = True
         try:
             self.buf.close()
         except BufferError:
-            pass
+            self.buf = None  # type: ignore[assignment]
 
     def unlink(self) -> None:
         """Remove the name; safe to call from either side, twice, or after the other side."""

@@ -106,6 +106,8 @@ class EventFile:
     def fsync(self) -> None:
         self.flush()
         os.fsync(self._fd)
+        if faults.active:
+            faults.hit("fsync", self.last_tag, note=self.path)
 
     def close(self) -> None:
         if self._fd < 0:
