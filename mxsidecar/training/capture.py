@@ -142,13 +142,15 @@ class EngineCapture:
         key = (offset, info.shape, info.dtype)
         w = self._wrappers.get(key)
         if w is None:
-            # frombuffer, not np.ndarray(buffer=...): only frombuffer holds a buffer export
-            # on the mapping (np.ndarray keeps the object but releases the export), so
-            # while MXNet holds this view (from_numpy increfs it until the engine is done
-            # with the wrapper's memory) the arena cannot be unmapped under a pending
-            # copy: close() after a timeout would otherwise leave the engine writing into
-            # unmapped memory (a segfault once the value is computed).
-            view = np.frombuffer(buf, dtype=info.dtype, count=info.size, offset=offset).reshape(info.shape)
+            # The view must hold a buffer export on the mapping: while MXNet holds it
+            # (from_numpy increfs it until the engine is done with the wrapper's memory)
+            # the arena then cannot be unmapped under a pending copy, which close() after
+            # a timeout would otherwise do, leaving the engine to write into unmapped
+            # memory (a segfault once the value is computed). np.ndarray(buffer=...)
+            # holds none, nor does np.frombuffer of the mmap itself before numpy 1.20
+            # (it keeps the object, not the export); a memoryview is the export on any.
+            view = np.frombuffer(memoryview(buf), dtype=info.dtype, count=info.size, offset=offset)
+            view = view.reshape(info.shape)
             w = self._mx.nd.from_numpy(view, zero_copy=True)
             self._wrappers[key] = w
             if len(self._wrappers) > self.MAX_WRAPPERS:
