@@ -169,21 +169,43 @@ def test_a_file_reaching_the_size_limit_is_sealed(tmp_path, memfs, monkeypatch):
     out.close()
 
 
-def test_projector_assets_are_uploaded_before_the_config(tmp_path, memfs):
+def test_projector_assets_are_uploaded_before_the_config(tmp_path, memfs, monkeypatch):
     import numpy as np
 
-    from mxsidecar.sidecar.output import projector
+    from mxsidecar.sidecar.output import projector, uploader
     from mxsidecar.wire.descriptors import Descriptor, Kind, Op
 
+    monkeypatch.setattr(uploader, "BACKOFF_FIRST", 0.01)
+    monkeypatch.setattr(uploader, "BACKOFF_MAX", 0.02)
     out = _backend(tmp_path, [])
-    order: list[str] = []
-    put = out.uploader.fs.put_file
-    out.uploader.fs.put_file = lambda lpath, rpath: (order.append(rpath.split("/bkt/logs/")[-1]), put(lpath, rpath))
+    flaky = out.uploader.fs = FlakyFS(memfs, down=True)  # every file waits in the queue: order is the queue's
     desc = Descriptor(Op.ITEM, 1, Kind.EMBEDDING, "emb", 5, 1.0, options={"tensor_format": "tsv"}, text='["a", "b"]')
     projector.write_embedding(out, "", desc, {"mat": np.eye(2, dtype=np.float32)})
+    flaky.down = False
     out.close()
-    assert order[-1] == "projector_config.pbtxt" and len(order) >= 2
+    order = [c.split("/bkt/logs/")[-1] for c in flaky.done]
+    assert order[-1] == "projector_config.pbtxt" and len(order) >= 3, order
     assert memfs.exists("/bkt/logs/projector_config.pbtxt")
+
+
+def test_publish_returns_once_the_files_are_uploaded(tmp_path, memfs, monkeypatch):
+    """flush(): what was logged before it is in the store when it returns."""
+    import threading
+
+    from mxsidecar.sidecar.encoders.scalar import event_bytes
+    from mxsidecar.sidecar.output import uploader
+
+    monkeypatch.setattr(uploader, "BACKOFF_FIRST", 0.01)
+    monkeypatch.setattr(uploader, "BACKOFF_MAX", 0.02)
+    out = _backend(tmp_path, [])
+    flaky = out.uploader.fs = FlakyFS(memfs, down=True)
+    f = out.open_event_file("", wall_time=1.0e9, pid=7, index=0)
+    f.append(event_bytes(1.0e9, 0, "loss", 1.0, True))
+    threading.Timer(0.3, lambda: setattr(flaky, "down", False)).start()
+    out.publish([f])
+    assert [p.split("/")[-1] for p in memfs.find("/bkt/logs")] == [os.path.basename(f.path)]
+    f.close()
+    out.close()
 
 
 class FlakyFS:
@@ -192,13 +214,15 @@ class FlakyFS:
     def __init__(self, fs, down: bool) -> None:
         self.fs = fs
         self.down = down
-        self.calls: list[str] = []
+        self.calls: list[str] = []  # every attempt
+        self.done: list[str] = []  # the uploads that succeeded, in order
 
     def put_file(self, lpath: str, rpath: str, **kw) -> None:
         self.calls.append(rpath)
         if self.down:
             raise ConnectionError("endpoint down")
         self.fs.put_file(lpath, rpath)
+        self.done.append(rpath)
 
 
 def test_uploads_retry_in_order_while_the_store_is_down(tmp_path, memfs, monkeypatch):
@@ -218,7 +242,7 @@ def test_uploads_retry_in_order_while_the_store_is_down(tmp_path, memfs, monkeyp
     flaky.down = False
     assert up.wait(10)
     up.close(1)
-    assert [c for c in flaky.calls if c != "/bkt/logs/a"] == ["/bkt/logs/b", "/bkt/logs/c"]
+    assert flaky.done == ["/bkt/logs/a", "/bkt/logs/b", "/bkt/logs/c"]
     assert memfs.cat("/bkt/logs/c") == b"c" * 10
     st = up.stats()
     assert st["uploaded"] == 3 and st["bytes_uploaded"] == 30 and st["bytes_sent"] > 30

@@ -205,6 +205,10 @@ class Sidecar:
                 self.rejected[desc.tag] += 1
                 self._send(Notice(desc.seq, desc.kind, desc.tag, desc.text).pack())
         elif desc.op == Op.CLOSE:
+            # What came before CLOSE is written (to the spool, for a URL): report it done
+            # before uploads that may fail, so a failed upload is not counted as lost items.
+            self.flush_all()
+            self._report()
             self.close_all()
             self.closed = True
         else:  # pragma: no cover - Descriptor.unpack already rejects unknown ops

@@ -85,7 +85,8 @@ class Uploader:
             names = ", ".join(os.path.relpath(p, self.spool) for p in left)
             raise UploadError(
                 f"{len(left)} files were not uploaded to {self.url} within {timeout:g} s "
-                f"(last error: {self.last_error}): {names}; they are kept in the spool {self.spool}"
+                f"({self.last_error or 'the first attempt had not returned'}): {names}; "
+                f"they are kept in the spool {self.spool}"
             )
 
     def stats(self) -> dict[str, Any]:
