@@ -162,12 +162,12 @@ def test_the_endpoint_stopped_mid_run_and_restarted_loses_nothing(bucket, endpoi
     assert [s for s, _ in values] == list(range(2000))
 
 
-def test_close_with_the_endpoint_down_names_the_files_and_the_spool(bucket, endpoint, tmp_path, monkeypatch):
+def test_close_with_the_endpoint_down_names_the_files_and_the_spool(bucket, endpoint, tmp_path, monkeypatch, recwarn):
     monkeypatch.setenv("MXSIDECAR_UPLOAD_WAIT_SECS", "1")
     spool = tmp_path / "spool"
     sw = SidecarWriter(f"s3://{bucket}/run", spool_dir=str(spool), flush_secs=60)
-    sw.add_scalar("x", 1.0, 0)
     endpoint.stop()
+    sw.add_scalar("x", 1.0, 0)  # with CLOSE right behind it: likely one batch for the sidecar
     try:
         with pytest.raises(SidecarError) as err:
             sw.close()
@@ -177,6 +177,8 @@ def test_close_with_the_endpoint_down_names_the_files_and_the_spool(bucket, endp
     (name,) = [n for n in os.listdir(spool) if "tfevents" in n]
     assert "1 files were not uploaded to s3://" in text and f"{name}; they are kept in the spool {spool}" in text
     assert (spool / name).stat().st_size > 0
+    # The value is in the spool, not lost: the sidecar reported it done before uploading.
+    assert not [w for w in recwarn if "lost with the sidecar" in str(w.message)]
 
 
 CHILD = textwrap.dedent(
@@ -208,3 +210,13 @@ def test_a_killed_trainer_s_sidecar_uploads_everything_it_received(bucket, tmp_p
             return False
 
     assert wait_until(complete, timeout=60, interval=0.5)
+
+
+def test_credentials_that_cannot_write_are_a_valueerror_in_the_constructor(bucket, tmp_path, monkeypatch):
+    from moto import settings
+
+    monkeypatch.setattr(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)  # the server checks keys from now on
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="cannot be written: permission denied; check the credentials"):
+        SidecarWriter(f"s3://{bucket}/run", spool_dir=str(tmp_path / "spool"))
+    assert os.listdir(tmp_path) == []  # neither a spool nor a local 's3:' directory
