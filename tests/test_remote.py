@@ -42,8 +42,6 @@ def memfs():
     ],
 )
 def test_a_url_that_cannot_be_written_is_a_valueerror_and_no_local_directory(tmp_path, monkeypatch, logdir, message):
-    if logdir.startswith("s3") and "s3fs" not in sys.modules:
-        pytest.importorskip("s3fs")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match=message):
         SidecarWriter(logdir)

@@ -6,6 +6,7 @@ the ``s3test`` extra).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -111,6 +112,9 @@ def test_many_rolled_files_read_back_complete_and_in_order(bucket, tmp_path, mon
         sw.flush()
         up = sw.stats()["sidecar"]["uploads"]
         assert up["pending"] == [] and up["failed_attempts"] == 0
+    sw.export_scalars(str(tmp_path / "scalars.json"))  # mxboard's export reads every rolled file (the spool's)
+    exported = json.loads((tmp_path / "scalars.json").read_text())
+    assert [s for _, s, _ in exported[f"{url}/loss"]] == list(range(3000))
     objects = _objects(bucket, "logs/run1/")
     top = sorted(k for k in objects if k.count("/") == 2)
     assert len(top) >= 20

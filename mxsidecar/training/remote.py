@@ -94,6 +94,8 @@ def check_url(url: str, storage_options: Any, spool_dir: Any) -> RemoteLogdir:
     scheme, rest = url.split("://", 1)
     scheme = scheme.lower()
     url = f"{scheme}://{rest.rstrip('/')}"
+    if scheme in _OBJECT_STORES and (not rest.strip("/") or rest.startswith("/")):
+        raise ValueError(f"logdir {url!r} names no bucket; use {scheme}://BUCKET/PREFIX")
     try:
         import fsspec
     except ImportError:
@@ -113,8 +115,6 @@ def check_url(url: str, storage_options: Any, spool_dir: Any) -> RemoteLogdir:
         raise ValueError(f"logdir {url!r}: {exc}") from None
     except TypeError as exc:
         raise ValueError(f"logdir {url!r}: storage_options not accepted by its file system: {exc}") from None
-    if scheme in _OBJECT_STORES and (not rest.strip("/") or rest.startswith("/")):
-        raise ValueError(f"logdir {url!r} names no bucket; use {scheme}://BUCKET/PREFIX")
     _probe(fs, root.rstrip("/"), url)
     if spool_dir is None:
         spool = default_spool(url)

@@ -289,7 +289,8 @@ class SidecarWriter(
         ``dropped_by_tag``, ``rejected``, ``blocked_seconds``, ``arena_bytes``,
         ``arena_used_bytes``, ``sidecar_pid``, ``last_error``, and ``sidecar`` (its own
         counters: ``written`` per kind, ``bytes_written``, ``files``, ``cpu_seconds``,
-        ``rss_bytes``, ``scheduling`` (its policy, niceness and CPUs); None once it is gone),
+        ``rss_bytes``, ``scheduling`` (its policy, niceness and CPUs), ``uploads`` for a URL
+        logdir (``pending``, ``uploaded``, ``bytes_sent``, ``failed_attempts``, ``last_error``); None once it is gone),
         and ``files``: every event file this writer has created, across :meth:`reopen`
         and restarted sidecars (what :meth:`export_scalars` reads).
         ``rank``, ``world_size``, ``rank_source`` and ``writes`` say where this process

@@ -122,12 +122,9 @@ class RollingEventFile:
     def close(self) -> None:
         if self._closed:
             return
-        # The run's first file goes up even with no value in it: the run shows from the start, as locally.
-        self.seal(force=self._roll == 1)
-        if self._current is not None:
-            self._current.close()  # an empty rolled file: never uploaded
-            os.unlink(self._current.path)
-            self._current = None
+        # Even a file with no value goes up: the run's first shows the run from the start,
+        # as locally, and any file the trainer was told of (Opened) exists remotely too.
+        self.seal(force=True)
         self._closed = True
 
 
