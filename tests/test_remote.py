@@ -95,7 +95,7 @@ def test_a_memory_url_writes_the_spool_and_uploads_it(tmp_path):
         up = sw.stats()["sidecar"]["uploads"]
         assert up["pending"] == [] and up["uploaded"] == 1 and up["url"] == "memory://bkt/run"
         assert up["bytes_uploaded"] == os.path.getsize(sw.stats()["files"][0])
-    (name,) = os.listdir(spool)
+    (name,) = [n for n in os.listdir(spool) if "tfevents" in n]
     assert name.endswith(".000000")  # the roll counter: names sort in roll order
     assert [e.summary.value[0].tensor.float_val[0] for e in read_events(str(spool / name))[1:]] == [0, 1, 2, 3, 4]
 
@@ -106,7 +106,7 @@ def test_a_memory_url_writes_the_spool_and_uploads_it(tmp_path):
 def _backend(spool, opened):
     from mxsidecar.sidecar.output.remote import RemoteDirectory
 
-    return RemoteDirectory(str(spool), "memory://bkt/logs", {}, opened.append)
+    return RemoteDirectory(str(spool), "memory://bkt/logs", {}, opened.append, (7, 3))
 
 
 def _records(data: bytes):
@@ -259,3 +259,72 @@ def test_close_names_what_was_not_uploaded_and_where_it_is(tmp_path, memfs, monk
     msg = str(err.value)
     assert "1 files were not uploaded to memory://bkt/logs" in msg and "endpoint down" in msg
     assert f"run/events.out.tfevents.1; they are kept in the spool {tmp_path}" in msg
+
+
+# -- a spool left by a killed sidecar ---------------------------------------------------
+
+
+def _leave_spool(tmp_path, memfs, pid: int, index: int, kill_after_seal: bool):
+    """A sidecar's back end killed mid-run: one file sealed (uploaded or not), one being written, torn."""
+    from mxsidecar.sidecar.encoders.scalar import event_bytes
+    from mxsidecar.sidecar.output import spool as spool_mod
+    from mxsidecar.sidecar.output.remote import RemoteDirectory
+
+    out = RemoteDirectory(str(tmp_path), "memory://bkt/logs", {}, lambda p: None, (pid, index))
+    out.uploader.fs = FlakyFS(memfs, down=kill_after_seal)  # the store unreachable: the sealed file stays
+    f = out.open_event_file("", wall_time=1.0e9, pid=pid, index=index)
+    for step in range(10):
+        f.append(event_bytes(1.0e9, step, "loss", float(step), step == 0))
+    out.tick([f])
+    for step in range(10, 15):
+        f.append(event_bytes(1.0e9, step, "loss", float(step), False))
+    f.flush()
+    if not kill_after_seal:
+        out.uploader.wait(10)
+    current = f.path
+    with open(current, "ab") as fh:
+        fh.write(b"\x20\x00\x00\x00torn")  # half a record: the kill came mid-write
+    # SIGKILL: nothing more runs; the kernel drops the lock with the process (here, by hand).
+    out.uploader._stop = True
+    os.close(out._live._fd)
+    out._live._fd = -1
+    return current, spool_mod
+
+
+def test_the_next_writer_uploads_what_a_killed_one_left_torn_tail_cut(tmp_path, memfs):
+    from mxsidecar.sidecar.output.remote import RemoteDirectory
+
+    current, _ = _leave_spool(tmp_path, memfs, pid=11, index=0, kill_after_seal=True)
+    assert memfs.find("/bkt/logs") == []
+    out = RemoteDirectory(str(tmp_path), "memory://bkt/logs", {}, lambda p: None, (12, 0))
+    assert len(out.recovered) == 2 and out.recovered[-1] == current
+    out.close()
+    names = sorted(memfs.find("/bkt/logs"))
+    steps = [e.step for n in names for e in _records(memfs.cat(n))[1:]]
+    assert steps == list(range(15))  # both files, in name order, the torn record cut
+    assert memfs.cat(names[-1]) == open(current, "rb").read()
+
+
+def test_files_already_uploaded_or_of_a_live_writer_are_left_alone(tmp_path, memfs):
+    from mxsidecar.sidecar.output.remote import RemoteDirectory
+
+    current, spool_mod = _leave_spool(tmp_path, memfs, pid=21, index=0, kill_after_seal=False)
+    (first,) = memfs.find("/bkt/logs")
+    live = spool_mod.LiveLock(str(tmp_path), 22, 0)  # another writer, alive, mid-file
+    other = tmp_path / os.path.basename(current).replace(".21.000000.", ".22.000000.")
+    other.write_bytes(open(current, "rb").read())
+    out = RemoteDirectory(str(tmp_path), "memory://bkt/logs", {}, lambda p: None, (23, 0))
+    assert out.recovered == [current]  # not the uploaded one, not the live writer's
+    out.close()
+    live.release()
+    assert sorted(memfs.find("/bkt/logs")) == sorted([first, "/bkt/logs/" + os.path.basename(current)])
+
+
+def test_python_m_mxsidecar_upload(tmp_path, memfs, capsys):
+    from mxsidecar.__main__ import main
+
+    _leave_spool(tmp_path, memfs, pid=31, index=0, kill_after_seal=True)
+    assert main(["upload", str(tmp_path)]) == 0
+    assert "2 files uploaded" in capsys.readouterr().out
+    assert len(memfs.find("/bkt/logs")) == 2
+    assert main(["upload", str(tmp_path / "nothing")]) == 2

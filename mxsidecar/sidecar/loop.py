@@ -95,7 +95,11 @@ class Sidecar:
         from .output.remote import RemoteDirectory
 
         return RemoteDirectory(
-            args.logdir, args.remote, args.storage_options, lambda path: self._send(Opened(path).pack())
+            args.logdir,
+            args.remote,
+            args.storage_options,
+            lambda path: self._send(Opened(path).pack()),
+            (args.ppid, args.file_index),  # what our event files are named with
         )
 
     # -- files ---------------------------------------------------------------

@@ -15,7 +15,8 @@ with its own ``file_version`` event and each tag's plugin metadata again: every 
 a valid TensorBoard file on its own.  Other files (the projector's) are written whole in
 the spool, then uploaded in the same queue, so assets reach the store before the
 ``projector_config.pbtxt`` naming them.  Uploaded files stay in the spool: a local copy,
-and what ``export_scalars`` reads.
+and what ``export_scalars`` reads.  What a killed sidecar left un-uploaded goes up first
+when the next one starts on the spool (``spool.py``).
 
 Knobs for tests, read from the environment: ``MXSIDECAR_ROLL_BYTES`` and
 ``MXSIDECAR_UPLOAD_WAIT_SECS`` (how long ``flush()`` and close wait for uploads, 60 s:
@@ -30,6 +31,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from . import spool
 from .event_file import EventFile
 from .storage import LocalDirectory
 from .uploader import Uploader
@@ -131,12 +133,25 @@ class RollingEventFile:
 class RemoteDirectory(LocalDirectory):
     """``root`` is the spool; what is written there reaches ``url`` through an :class:`Uploader`."""
 
-    def __init__(self, spool: str, url: str, storage_options: dict[str, Any], on_open: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        spool_dir: str,
+        url: str,
+        storage_options: dict[str, Any],
+        on_open: Callable[[str], None],
+        owner: tuple[int, int],
+    ) -> None:
         import fsspec
 
-        super().__init__(spool)
+        super().__init__(spool_dir)
         fs, root = fsspec.core.url_to_fs(url, **storage_options)
-        self.uploader = Uploader(fs, spool, root, url)
+        # Claimed before any file is opened, so no other sidecar takes ours for a dead one's.
+        self._live = spool.LiveLock(spool_dir, *owner)
+        spool.write_url(spool_dir, url)
+        self.uploader = Uploader(fs, spool_dir, root, url)
+        self.recovered = spool.leftovers(spool_dir)  # a killed writer's files go up first, in order
+        for path in self.recovered:
+            self.uploader.put(path)
         self.on_open = on_open  # a rolled file was opened: the loop tells the trainer (Opened)
         self._closed = False
 
@@ -169,7 +184,10 @@ class RemoteDirectory(LocalDirectory):
         if self._closed:
             return
         self._closed = True
-        self.uploader.close(UPLOAD_WAIT_SECS)
+        try:
+            self.uploader.close(UPLOAD_WAIT_SECS)
+        finally:
+            self._live.release()  # what is left is a dead writer's now: the next one uploads it
 
     def stats(self) -> dict[str, Any]:
-        return self.uploader.stats()
+        return {**self.uploader.stats(), "recovered": len(self.recovered)}

@@ -23,6 +23,8 @@ import time
 from collections import deque
 from typing import Any
 
+from . import spool
+
 __all__ = ["UploadError", "Uploader"]
 
 BACKOFF_FIRST = 0.5
@@ -86,7 +88,8 @@ class Uploader:
             raise UploadError(
                 f"{len(left)} files were not uploaded to {self.url} within {timeout:g} s "
                 f"({self.last_error or 'the first attempt had not returned'}): {names}; "
-                f"they are kept in the spool {self.spool}"
+                f"they are kept in the spool {self.spool}, and uploaded by the next writer on this URL "
+                f"or by: python -m mxsidecar upload {self.spool}"
             )
 
     def stats(self) -> dict[str, Any]:
@@ -130,6 +133,11 @@ class Uploader:
                     delay = min(delay * 2, BACKOFF_MAX)
                     continue
             delay = BACKOFF_FIRST
+            if size >= 0:
+                try:
+                    spool.mark_uploaded(self.spool, local)
+                except OSError:
+                    pass  # unrecorded: a later recovery puts the same bytes again, harmlessly
             with self._cond:
                 self._queue.popleft()
                 if size >= 0:
