@@ -224,3 +224,44 @@ def test_credentials_that_cannot_write_are_a_valueerror_in_the_constructor(bucke
     with pytest.raises(ValueError, match="cannot be written: permission denied; check the credentials"):
         SidecarWriter(f"s3://{bucket}/run", spool_dir=str(tmp_path / "spool"))
     assert os.listdir(tmp_path) == []  # neither a spool nor a local 's3:' directory
+
+
+def test_a_tensorboard_server_on_the_s3_url_serves_every_rolled_file(bucket, tmp_path, monkeypatch):
+    """The real client: ``tensorboard --logdir s3://...`` (it falls back to its Python
+    loader for s3:// by itself), the scalars plugin queried over HTTP."""
+    import shutil
+
+    from test_tensorboard_server import get_json, poll, q
+
+    monkeypatch.setenv("MXSIDECAR_ROLL_BYTES", "2048")
+    url = f"s3://{bucket}/logs"
+    with SidecarWriter(url, spool_dir=str(tmp_path / "spool"), flush_secs=0.2) as sw:
+        for i in range(300):
+            sw.add_scalar("loss", 1.0 / (i + 1), i)
+        sw.add_scalars("lr", {"a": 0.1, "b": 0.2}, 0)
+    assert len(_objects(bucket, "logs/")) >= 6
+    exe = shutil.which("tensorboard", path=os.path.dirname(sys.executable)) or shutil.which("tensorboard")
+    assert exe, "the tensorboard command (test extra) is not installed"
+    port = _free_port()
+    proc = subprocess.Popen(
+        [exe, "--logdir", url, "--host", "127.0.0.1", "--port", str(port), "--reload_interval", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+
+        def loss():
+            data = get_json(base, "/data/plugin/scalars/scalars?" + q(run=".", tag="loss"))
+            return data if len(data) == 300 else None
+
+        data = poll(loss, timeout=120)
+        assert [d[1] for d in data] == list(range(300)) and data[-1][2] == pytest.approx(1 / 300)
+        runs = poll(lambda: {r for r, t in get_json(base, "/data/plugin/scalars/tags").items() if "lr" in t})
+        assert runs == {"lr/a", "lr/b"}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
