@@ -31,6 +31,15 @@ setup(
     extras_require={
         # GPU users install mxnet-cu1xx themselves; pip cannot substitute it.
         "mxnet": MXNET,
+        # A URL logdir (README.md, "Remote log directories"): fsspec and the scheme's file system,
+        # imported by the sidecar and by the constructor's check only.
+        "s3": ["s3fs"],
+        "gcs": ["gcsfs"],
+        # The remote tests: a real S3 endpoint (moto's server on 127.0.0.1) and s3fs. Its own extra, not
+        # part of "test": moto pulls in ~40 distributions (boto3, cryptography, flask, ...) that every
+        # stack's pinned constraints file would have to carry; tox.ini adds it to py311-pb7 only, where
+        # the s3 tests run (elsewhere they skip).
+        "s3test": ["s3fs", "moto[server]"],
         "test": [
             "pytest",
             "pytest-timeout",

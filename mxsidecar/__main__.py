@@ -1,4 +1,4 @@
-"""``python -m mxsidecar COMMAND``: command-line tools (``inspect`` for now)."""
+"""``python -m mxsidecar COMMAND``: command-line tools: ``inspect``, ``upload``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from . import __version__
 from . import inspect as inspect_cmd
+from .sidecar import upload as upload_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mxsidecar {__version__}")
     sub = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND", required=True)
     inspect_cmd.add_parser(sub)
+    upload_cmd.add_parser(sub)
     return parser
 
 

@@ -179,10 +179,13 @@ def test_filename_suffix_that_looks_like_an_option(tmp_path, suffix) -> None:
 def test_every_sidecar_option_survives_its_command_line(suffix, cpus) -> None:
     """What the trainer puts on the sidecar's command line is what the sidecar parses."""
     from mxsidecar.sidecar.process import _parse
+    from mxsidecar.training.remote import RemoteLogdir
     from mxsidecar.training.supervisor import SidecarOptions
 
     # A logdir is absolute and the arena name ours, but nothing here should rely on it.
     opts = SidecarOptions("-" + suffix, "-" + suffix, 0.5, suffix, 7, 3, tuple(cpus), sched_idle=bool(cpus))
+    if cpus:  # a URL logdir: the URL and fsspec's options, text the sidecar must get back unchanged
+        opts.remote = RemoteLogdir("s3://b/-" + suffix, {"key": suffix, "client_kwargs": {"n": 1}}, "-" + suffix)
     argv = opts.argv(5)
     assert argv[1:3] == ["-m", "mxsidecar.sidecar"]
     got = vars(_parse(argv[3:]))
@@ -191,4 +194,6 @@ def test_every_sidecar_option_survives_its_command_line(suffix, cpus) -> None:
     assert got == {
         **{"fd": 5, "arena": "-" + suffix, "logdir": "-" + suffix, "flush_secs": 0.5, "suffix": suffix},
         **{"file_index": 7, "ppid": os.getpid(), "nice": 3, "cpus": cpu_list, "sched_idle": bool(cpus)},
+        "remote": "s3://b/-" + suffix if cpus else None,
+        "storage_options": {"key": suffix, "client_kwargs": {"n": 1}} if cpus else {},
     }

@@ -71,7 +71,8 @@ class Sidecar:
         self.scheduling = scheduling  # what _lower_priority achieved, reported in stats()
         self.arena = arena
         self.logdir = args.logdir
-        self.output = LocalDirectory(args.logdir)  # every byte written goes through it
+        # Every byte written goes through it; with a URL, args.logdir is the local spool.
+        self.output = LocalDirectory(args.logdir) if not args.remote else self._remote_output(args)
         self.flush_secs = args.flush_secs
         self.ppid = args.ppid
         self.parent_ctime = args.parent_ctime
@@ -89,6 +90,17 @@ class Sidecar:
         self.next_fsync = time.monotonic() + self.flush_secs
         self.next_parent_check = time.monotonic() + PARENT_CHECK_SECS
         self._file("")  # the run exists (and shows in TensorBoard) from the start
+
+    def _remote_output(self, args: argparse.Namespace) -> LocalDirectory:
+        from .output.remote import RemoteDirectory
+
+        return RemoteDirectory(
+            args.logdir,
+            args.remote,
+            args.storage_options,
+            lambda path: self._send(Opened(path).pack()),
+            (args.ppid, args.file_index),  # what our event files are named with
+        )
 
     # -- files ---------------------------------------------------------------
     def _file(self, run: str) -> EventFile:
@@ -112,6 +124,7 @@ class Sidecar:
     def fsync_all(self) -> None:
         for f in self.files.values():
             f.fsync()
+        self.output.tick(self.files.values())
         self.next_fsync = time.monotonic() + self.flush_secs
 
     def close_all(self) -> None:
@@ -121,6 +134,10 @@ class Sidecar:
                 f.close()
             except BaseException as exc:  # close every file even if one fails
                 err = err or exc
+        try:
+            self.output.close()  # a remote back end uploads everything, or says what is left and where
+        except BaseException as exc:
+            err = err or exc
         if err is not None:
             raise err
 
@@ -180,6 +197,7 @@ class Sidecar:
             self.write_item(desc)
         elif desc.op == Op.FLUSH:
             self.flush_all()
+            self.output.publish(self.files.values())
         elif desc.op == Op.STATS:
             self._report()
             self._send(StatsReply(desc.seq, self.stats()).pack())
@@ -191,6 +209,10 @@ class Sidecar:
                 self.rejected[desc.tag] += 1
                 self._send(Notice(desc.seq, desc.kind, desc.tag, desc.text).pack())
         elif desc.op == Op.CLOSE:
+            # What came before CLOSE is written (to the spool, for a URL): report it done
+            # before uploads that may fail, so a failed upload is not counted as lost items.
+            self.flush_all()
+            self._report()
             self.close_all()
             self.closed = True
         else:  # pragma: no cover - Descriptor.unpack already rejects unknown ops
@@ -337,6 +359,7 @@ class Sidecar:
             "busy_seconds": {k: round(v, 6) for k, v in self.busy.items()},
             "bytes_written": sum(f.size for f in self.files.values()),
             "files": [f.path for f in self.files.values()],
+            "uploads": self.output.stats(),
             "cpu_seconds": cpu.user + cpu.system,
             "rss_bytes": proc.memory_info().rss,
             "scheduling": self.scheduling,

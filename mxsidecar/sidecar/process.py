@@ -57,6 +57,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--nice", type=int, default=10)
     p.add_argument("--cpus", default="", help="comma-separated CPU ids to pin to")
     p.add_argument("--sched-idle", action="store_true", help="Linux SCHED_IDLE: run only when a CPU is idle")
+    p.add_argument("--remote", type=json.loads, default=None, help="a URL logdir (JSON string); --logdir is its spool")
+    p.add_argument("--storage-options", type=json.loads, default={}, help="fsspec options, a JSON object")
     return p.parse_args(argv)
 
 

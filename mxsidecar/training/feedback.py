@@ -22,6 +22,7 @@ from ..wire.arena import Arena
 from ..wire.descriptors import Kind, Notice
 from ..wire.framing import ChannelClosed
 from .backpressure import FlowControl
+from .remote import RemoteLogdir
 from .supervisor import SidecarOptions, Supervisor
 
 __all__ = ["SidecarFeedback"]
@@ -57,11 +58,13 @@ class SidecarFeedback:
     _seq: int
     _sidecar_args: tuple[str, str, float, str]
     _sidecar_tuning: tuple[int, tuple[int, ...], bool]
+    _sidecar_remote: RemoteLogdir | None
 
     def _start_sidecar(self) -> Supervisor:
         logdir, arena, flush_secs, suffix = self._sidecar_args
         nice, cpus, sched_idle = self._sidecar_tuning
         options = SidecarOptions(logdir, arena, flush_secs, suffix, next(_file_index), nice, cpus, sched_idle)
+        options.remote = self._sidecar_remote
         return Supervisor(options, self._on_progress, self._on_notice, self._on_stats, self._on_exit, self._on_opened)
 
     def _items_pending(self) -> int:

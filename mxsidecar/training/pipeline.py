@@ -34,6 +34,7 @@ from ..wire.descriptors import Kind, Op
 from .backpressure import FlowControl, OnFull
 from .capture import STOP, CompletionThread, EngineCapture
 from .feedback import SidecarFeedback
+from .remote import RemoteLogdir
 from .supervisor import Supervisor
 
 __all__ = ["Part", "Pipeline"]
@@ -71,8 +72,9 @@ class Pipeline(SidecarFeedback):
         sched_idle: bool = True,
         on_error: str = "raise",
         max_restarts: int = 3,
+        remote: RemoteLogdir | None = None,
     ) -> None:
-        self.logdir = logdir
+        self.logdir = logdir if remote is None else remote.url
         self.on_error = on_error
         self.max_restarts = max_restarts
         self.restarts = 0
@@ -102,6 +104,7 @@ class Pipeline(SidecarFeedback):
             self.completion = CompletionThread(self._send, self._on_completion_failure)
             self._sidecar_args = (logdir, self.arena.name, flush_secs, filename_suffix)
             self._sidecar_tuning = (nice, cpus, sched_idle)
+            self._sidecar_remote = remote
             self.supervisor = self._start_sidecar()
         except BaseException:
             self.arena.close()

@@ -37,6 +37,7 @@ from typing import Any
 from ..errors import RemoteTraceback, SidecarError
 from ..wire.descriptors import ErrorReport, Notice, Opened, Progress, StatsReply, decode_reply
 from ..wire.framing import Channel, ChannelClosed
+from .remote import RemoteLogdir
 
 __all__ = ["SidecarOptions", "Supervisor", "reap"]
 
@@ -67,6 +68,7 @@ class SidecarOptions:
         self.nice = nice
         self.cpus = cpus
         self.sched_idle = sched_idle
+        self.remote: RemoteLogdir | None = None  # a URL logdir: ``logdir`` is then its local spool
 
     def argv(self, fd: int) -> list[str]:
         import psutil
@@ -95,6 +97,9 @@ class SidecarOptions:
             argv.append("--cpus=" + ",".join(map(str, self.cpus)))
         if self.sched_idle:
             argv.append("--sched-idle")
+        if self.remote is not None:
+            argv.append("--remote=" + json.dumps(self.remote.url))
+            argv.append("--storage-options=" + json.dumps(self.remote.storage_options))
         return argv
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from ..wire.descriptors import Kind
 from . import arguments as v
 from . import ranks as ranks_mod
+from . import remote
 from .backpressure import ON_FULL, OnFull
 from .kinds._base import _now
 from .kinds.audio import AudioCalls
@@ -59,7 +60,17 @@ class SidecarWriter(
     ----------
     logdir : str or os.PathLike
         Directory of this run's event files; created if missing.  Must not be a file.
-        A leading ``~`` is the user's home directory, as in a shell.
+        A leading ``~`` is the user's home directory, as in a shell.  A URL
+        (``s3://bucket/prefix``, ``gs://...``, any fsspec URL) is written through a
+        local spool: event files are sealed every ``flush_secs`` (or at 64 MB) and
+        each is uploaded whole, once (README, "Remote log directories").  The URL is
+        checked here by writing a probe object: an unknown scheme, a missing extra
+        (``pip install 'mxsidecar[s3]'``), bucket or credentials raise ``ValueError``.
+    storage_options : dict or None
+        For a URL logdir: keyword arguments for its fsspec file system (JSON-serializable).
+    spool_dir : str or None
+        For a URL logdir: the local directory written before uploading (kept after the
+        upload, a local copy); by default one per URL under ``~/.cache/mxsidecar/spool``.
     max_queue : int, default 1024
         Most items logged but not yet written by the sidecar.  When reached,
         ``on_full`` decides.  Bounds memory, with ``slab_mb``.
@@ -152,11 +163,15 @@ class SidecarWriter(
         rank: int | None = None,
         world_size: int | None = None,
         kvstore: Any = None,
+        storage_options: dict[str, Any] | None = None,
+        spool_dir: str | None = None,
     ) -> None:
-        self._logdir = v.check_logdir(logdir)
         self._placement = ranks_mod.resolve(ranks, rank, world_size, kvstore)
-        if self._placement.run:
-            self._logdir = os.path.join(self._logdir, self._placement.run)
+        run = self._placement.run
+        # _logdir: the local directory the sidecar writes (a URL's spool); _shown: what the user named.
+        self._shown, self._logdir, self._remote = remote.resolve(
+            logdir, storage_options, spool_dir, run, self._placement.writes
+        )
         max_queue = v.check_positive(max_queue, "max_queue", integer=True)
         flush_secs = v.check_positive(flush_secs, "flush_secs")
         slab_mb = v.check_positive(slab_mb, "slab_mb")
@@ -197,6 +212,7 @@ class SidecarWriter(
             "sched_idle": sched_idle,
             "on_error": on_error,
             "max_restarts": max_restarts,
+            "remote": self._remote,
         }
         self._exported_from: dict[str, int] = {}  # event file -> bytes already exported or cleared
         self._closed_files: list[str] = []  # event files of the pipelines closed before reopen()
@@ -262,7 +278,7 @@ class SidecarWriter(
         if self._verbose:
             c = self._pipe.item_counts()  # values logged only: flush(), stats() and close() are not items
             print(
-                f"mxsidecar: {self._logdir}: {c['written']} items written, {c['dropped']} dropped, "
+                f"mxsidecar: {self._shown}: {c['written']} items written, {c['dropped']} dropped, "
                 f"{c['rejected']} rejected, {c['lost']} lost"
             )
 
@@ -273,7 +289,8 @@ class SidecarWriter(
         ``dropped_by_tag``, ``rejected``, ``blocked_seconds``, ``arena_bytes``,
         ``arena_used_bytes``, ``sidecar_pid``, ``last_error``, and ``sidecar`` (its own
         counters: ``written`` per kind, ``bytes_written``, ``files``, ``cpu_seconds``,
-        ``rss_bytes``, ``scheduling`` (its policy, niceness and CPUs); None once it is gone),
+        ``rss_bytes``, ``scheduling`` (its policy, niceness and CPUs), ``uploads`` for a URL
+        logdir (``pending``, ``uploaded``, ``bytes_sent``, ``failed_attempts``, ``last_error``); None once it is gone),
         and ``files``: every event file this writer has created, across :meth:`reopen`
         and restarted sidecars (what :meth:`export_scalars` reads).
         ``rank``, ``world_size``, ``rank_source`` and ``writes`` say where this process
@@ -339,7 +356,7 @@ class SidecarWriter(
                 ev = event_pb2.Event.FromString(rec.data)
                 for value in ev.summary.value:
                     if value.tensor.dtype == 1 and len(value.tensor.float_val) == 1:  # DT_FLOAT scalar
-                        key = os.path.join(self._logdir, run if run != "." else value.tag)
+                        key = os.path.join(self._shown, run if run != "." else value.tag)
                         out.setdefault(key, []).append([ev.wall_time, ev.step, value.tensor.float_val[0]])
             if advance:
                 self._exported_from[path] = start + consumed
@@ -347,11 +364,11 @@ class SidecarWriter(
 
     @property
     def logdir(self) -> str:
-        return self._logdir
+        return self._shown
 
     def get_logdir(self) -> str:
         """The run directory (mxboard's name for :attr:`logdir`)."""
-        return self._logdir
+        return self._shown
 
     def __enter__(self) -> SidecarWriter:
         return self

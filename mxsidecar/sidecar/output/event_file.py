@@ -61,6 +61,11 @@ class EventFile:
         self.append(first_event(wall_time))
         self.flush()
 
+    @property
+    def buffered(self) -> int:
+        """Bytes appended but not yet written (``size`` counts those on disk)."""
+        return self._pending_bytes
+
     def append(self, event: bytes) -> None:
         rec = records.frame(event)
         self._pending.append(rec)

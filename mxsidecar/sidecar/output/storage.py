@@ -1,11 +1,12 @@
 """Where the sidecar's bytes go: one interface, so that the loop and the projector never
 open files where they use them.
 
-:class:`LocalDirectory` is the back end for a local log directory (the only one
-today): event files are appended in place, other files are written whole (a temporary
-name, fsync, rename) so a reader sees the old file or the new one, never a prefix.  A
-remote back end (object stores, where nothing is appended) implements the same
-methods over a local spool; the loop and the projector do not change.
+:class:`LocalDirectory` is the back end for a local log directory: event files are
+appended in place, other files are written whole (a temporary name, fsync, rename) so
+a reader sees the old file or the new one, never a prefix.  The remote back end
+(``remote.py``: object stores, where nothing is appended) implements the same methods
+over a local spool, and uses the hooks the loop calls at each ``flush_secs`` tick, at
+``flush()`` and at close; the projector does not change.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from .event_file import EventFile
 
@@ -67,6 +69,19 @@ class LocalDirectory:
                 os.unlink(tmp)
             raise
         return path
+
+    # -- the loop's hooks: a remote back end seals and uploads here (output/remote.py) --
+    def tick(self, files: Iterable[Any]) -> None:
+        """Every ``flush_secs``, after the files are fsynced: nothing more to do locally."""
+
+    def publish(self, files: Iterable[Any]) -> None:
+        """At ``flush()``, after the files are written: locally they are visible already."""
+
+    def close(self) -> None:
+        """After every file is closed: nothing is left to send locally."""
+
+    def stats(self) -> dict[str, Any] | None:
+        return None
 
     @staticmethod
     def sync_dir(path: str) -> None:
