@@ -40,6 +40,9 @@ setup(
         # stack's pinned constraints file would have to carry; tox.ini adds it to py311-pb7 only, where
         # the s3 tests run (elsewhere they skip).
         "s3test": ["s3fs", "moto[server]"],
+        # Likewise for gs://: a GCS emulator (gcp-storage-emulator's server on 127.0.0.1) and gcsfs,
+        # which bring google-cloud-storage, google-auth, grpcio-status ...; py311-pb7 only.
+        "gcstest": ["gcsfs", "gcp-storage-emulator"],
         "test": [
             "pytest",
             "pytest-timeout",
