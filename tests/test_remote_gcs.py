@@ -54,13 +54,59 @@ class Endpoint:
             self.server = None
 
 
+def _multipart_keeping_every_byte(read_data):
+    """The emulator's body parser, except for gcsfs's two-part (metadata, content) uploads.
+
+    gcsfs ends the content with ``\\n--boundary--``; the emulator parses the body with
+    Python's email module, which reads a ``\\r`` ending the content as part of a CRLF
+    before the boundary and drops it: an object whose last byte is 0x0D (one event file
+    in 256, where a record's CRC ends in it) was stored one byte short. GCS keeps every
+    byte, so the test splits the parts itself, taking off exactly the line break the
+    sender put before each boundary, and judges our upload, not that bug."""
+
+    def read(request_handler, query):
+        content_type = request_handler.headers.get("Content-Type") or ""
+        if not content_type.startswith("multipart/related") or "boundary=" not in content_type:
+            return read_data(request_handler, query)
+        raw = emulator._decode_raw_data(emulator._read_raw_data(request_handler), request_handler)
+        boundary = content_type.split("boundary=", 1)[1].split(";")[0].strip().strip('"').encode()
+        parts = raw.split(b"--" + boundary)[1:-1]  # the preamble and the closing '--' left out
+        eol = b"\r\n" if parts[0].startswith(b"\r\n") else b"\n"  # the sender's line break
+
+        def split(part: bytes) -> tuple[list[bytes], bytes]:
+            head, _, body = part[len(eol) :].partition(eol + eol)
+            return head.split(eol), body[: -len(eol)]  # the line break before the next boundary
+
+        meta = split(parts[0])[1]
+        head, content = split(parts[1])
+        types = [h.split(b":", 1)[1].strip() for h in head if h.lower().startswith(b"content-type:")]
+        return {
+            "meta": json.loads(meta),
+            "content": content,
+            "content-type": types[0].decode() if types else "application/octet-stream",
+        }
+
+    return read
+
+
 @pytest.fixture(scope="module")
 def endpoint(tmp_path_factory):
     logging.getLogger("gcp_storage_emulator").setLevel(logging.ERROR)
+    patch = pytest.MonkeyPatch()
+    patch.setattr(emulator, "_read_data", _multipart_keeping_every_byte(emulator._read_data))
     ep = Endpoint(str(tmp_path_factory.mktemp("gcs")))
     ep.start()
     yield ep
     ep.stop()
+    patch.undo()
+
+
+def test_the_emulator_keeps_an_objects_every_byte(bucket):
+    # What the patch above is for: the content a test compares must be what was uploaded.
+    fs = _fs()
+    for data in (b"abc\r", b"\r", b"abc\r\n", b"\x00\r\n--x\r", b""):
+        fs.pipe_file(f"{bucket}/x", data)
+        assert _fs().cat_file(f"{bucket}/x") == data
 
 
 def _fs():
