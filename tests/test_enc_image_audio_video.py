@@ -486,12 +486,15 @@ def test_frame_delays_keep_the_rate_asked(fps: float) -> None:
 
 
 def test_frame_delays_agree_with_the_writers_checks() -> None:
-    """The writer computes the same schedule to check runs of still frames in the caller."""
+    """The writer checks runs of still frames in the caller against the schedule the
+    encoder writes: both take it from formats/gif.py, and neither keeps its own."""
+    from mxsidecar.formats import gif
     from mxsidecar.training.kinds import video as video_calls
 
     for fps in (100 / 65535, 0.01, 0.3, 3, 29.97, 30, 50, 60, 1e6):
-        assert video_calls.frame_delays_cs(fps, 64) == video.frame_delays_cs(fps, 64)
-    assert video_calls.MIN_FPS == video.MIN_FPS and video_calls.MAX_FPS == video.MAX_FPS
+        assert gif.frame_delays_cs(fps, 64) == video.frame_delays_cs(fps, 64)
+    assert gif.MIN_FPS == video.MIN_FPS and gif.MAX_FPS == video.MAX_FPS
+    assert not {"frame_delays_cs", "MIN_FPS", "MAX_FPS", "MAX_FRAME_CS"} & set(vars(video_calls))
 
 
 @pytest.mark.parametrize("fps", [0, -1, math.nan, math.inf, "4", None, True, 1e-4, 5e-324])

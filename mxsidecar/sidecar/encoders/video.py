@@ -20,8 +20,9 @@ Decisions and their reasons:
   dropping it shows the colours the caller drew instead of refusing the whole clip.
 * Frame delays are whole centiseconds (GIF's unit; Pillow truncates milliseconds), so
   ``1000 / fps`` ms is not always a delay: each frame gets the delay that ends it
-  closest to ``(i + 1) / fps`` s after the start (``frame_delays_cs``: 30 fps is 3, 3, 4
-  cs, ...), and the clip plays at ``fps`` on average, drifting by at most 5 ms.
+  closest to ``(i + 1) / fps`` s after the start (``formats/gif.py``, whose schedule
+  the writer checks clips against too: 30 fps is 3, 3, 4 cs, ...), and the clip plays
+  at ``fps`` on average, drifting by at most 5 ms.
   Browsers replace delays under 2 cs with 10 cs, so above 50 fps a clip would play up
   to 5x *slower* than asked: frames there last 2 cs and the clip plays at 50 fps (the
   writer warns at the call).  A delay is a u16: a frame lasts at most 655.35 s (the
@@ -42,6 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from ...formats import gif
+from ...formats.gif import MAX_FPS, MAX_FRAME_CS, MIN_FPS
 from ...formats.proto import summary_pb2
 from ...wire.descriptors import Descriptor
 from . import Encoded
@@ -49,10 +52,6 @@ from .image import PROTO_VERSION, image_value, make_grid, pil_image, to_uint8
 from .image import create_summary_metadata as create_summary_metadata
 
 PLUGIN_NAME = "images"  # a video is an image to TensorBoard
-MIN_FRAME_CS = 2  # browsers replace GIF delays under 2 cs with 10 cs
-MAX_FRAME_CS = 65535  # the delay field is a u16 of centiseconds
-MIN_FPS = 100 / MAX_FRAME_CS  # a frame of a slower clip would outlast the field
-MAX_FPS = 100 / MIN_FRAME_CS  # faster clips play at this rate
 
 __all__ = [
     "MAX_FPS",
@@ -69,21 +68,15 @@ __all__ = [
 
 
 def frame_delays_cs(fps: Any, n: int) -> list[int]:
-    """The GIF delays of ``n`` frames at ``fps``, in centiseconds.
-
-    Frame ``i`` ends at the centisecond nearest ``(i + 1) / fps`` s (``training/kinds/
-    video.py`` computes the same schedule for its checks): the clip keeps the rate
-    asked for on average, where one rounded delay for every frame would play 30 fps
-    at 33.3.  Above ``MAX_FPS`` every frame lasts ``MIN_FRAME_CS``.
-    """
+    """The GIF delays of ``n`` frames at ``fps``, in centiseconds: ``formats/gif.py``'s
+    schedule (the writer checks clips against the same one), once ``fps`` is a rate a
+    GIF can hold; ValueError otherwise."""
     rate = float(fps) if isinstance(fps, numbers.Real) and not isinstance(fps, bool) else math.nan
     if not (math.isfinite(rate) and rate > 0):
         raise ValueError(f"fps must be a positive finite number, got {fps!r}")
     if rate < MIN_FPS:
         raise ValueError(f"fps must be at least {MIN_FPS:.6g}: a GIF frame lasts at most 655.35 s, got {fps!r}")
-    period = max(float(MIN_FRAME_CS), 100.0 / rate)
-    ends = [math.floor((i + 1) * period + 0.5) for i in range(n)]
-    return [b - a for a, b in zip([0, *ends[:-1]], ends)]
+    return gif.frame_delays_cs(rate, n)
 
 
 def video_frames(data: np.ndarray[Any, Any]) -> list[np.ndarray[Any, Any]]:
@@ -109,15 +102,11 @@ def gif_bytes(frames: list[np.ndarray[Any, Any]], delays_cs: list[int]) -> bytes
         raise ValueError(f"{len(frames)} frames need as many delays, got {len(delays_cs)}")
     # Pillow merges runs of identical frames, summing their delays into one u16: a run
     # that long cannot be shown for its time, so it is refused rather than shortened.
-    start = 0
-    for t in range(1, len(frames) + 1):
-        if t < len(frames) and np.array_equal(frames[t], frames[start]):
-            continue
-        held = sum(delays_cs[start:t])
-        if held > MAX_FRAME_CS:
-            raise ValueError(f"video frames {start}..{t - 1} are identical and would show for {held / 100:g} s "
-                             "as one GIF frame, which lasts at most 655.35 s")  # fmt: skip
-        start = t
+    run = gif.overlong_still(delays_cs, lambda t, s: np.array_equal(frames[t], frames[s]))
+    if run is not None:
+        first, last, held = run
+        raise ValueError(f"video frames {first}..{last} are identical and would show for {held / 100:g} s "
+                         f"as one GIF frame, which lasts at most {MAX_FRAME_CS / 100:g} s")  # fmt: skip
     images = [pil_image(f) for f in frames]
     buf = io.BytesIO()
     try:

@@ -18,35 +18,25 @@ from ._base import KindCalls
 
 __all__ = ["VideoCalls"]
 
-# GIF delays are u16 centiseconds, and browsers replace delays under 2 cs with 10 cs
-# (the sidecar's encoders/video.py holds the schedule and says more).
-MAX_FRAME_CS = 65535
-MIN_FPS = 100 / MAX_FRAME_CS  # a frame of a slower clip would outlast the delay field
-MAX_FPS = 50.0  # faster clips play at this rate
-
 
 def check_fps(fps: Any, name: str = "fps") -> float:
     """A frame rate a GIF can hold: a slower one would need a frame longer than 655.35 s."""
+    from ...formats.gif import MIN_FPS  # the GIF schedule both halves follow (standard library only)
+
     rate = float(v.check_positive(fps, name))
     if rate < MIN_FPS:
         raise ValueError(f"{name} must be at least {MIN_FPS:.6g} (a GIF frame lasts at most 655.35 s), got {fps!r}")
     return rate
 
 
-def frame_delays_cs(fps: float, n: int) -> list[int]:
-    """The sidecar's schedule (``encoders/video.py``, same name): frame ``i`` ends at the
-    centisecond nearest ``(i + 1) / fps`` s, frames last 2 cs at least."""
-    period = max(100.0 / MAX_FPS, 100.0 / fps)
-    ends = [math.floor((i + 1) * period + 0.5) for i in range(n)]
-    return [b - a for a, b in zip([0, *ends[:-1]], ends)]
-
-
 def check_still_runs(arr: np.ndarray[Any, Any], fps: float, name: str = "vid_tensor") -> None:
     """Identical consecutive frames become one GIF frame of their summed delay, at most
     655.35 s; the sidecar refuses a longer run, so for host data say so here."""
+    from ...formats import gif
+
     n_frames = arr.shape[1]
-    delays = frame_delays_cs(fps, n_frames)
-    if sum(delays) <= MAX_FRAME_CS:
+    delays = gif.frame_delays_cs(fps, n_frames)
+    if sum(delays) <= gif.MAX_FRAME_CS:
         return  # the common case: even one run of every frame fits, no need to compare
     # Compare the pixels the sidecar will draw: alpha dropped, floats as rint(x * 255)
     # in the dtype image.scale_float uses.
@@ -54,15 +44,11 @@ def check_still_runs(arr: np.ndarray[Any, Any], fps: float, name: str = "vid_ten
     if pix.dtype.kind == "f":
         work = np.float32 if pix.dtype == np.float16 else pix.dtype
         pix = np.rint(np.multiply(pix, 255.0, dtype=work))
-    start = 0
-    for t in range(1, n_frames + 1):
-        if t < n_frames and np.array_equal(pix[:, t], pix[:, start]):
-            continue
-        held = sum(delays[start:t])
-        if held > MAX_FRAME_CS:
-            raise ValueError(f"{name} frames {start}..{t - 1} are identical and at fps={fps:g} would show for "
-                             f"{held / 100:g} s as one GIF frame, which lasts at most 655.35 s")  # fmt: skip
-        start = t
+    run = gif.overlong_still(delays, lambda t, s: np.array_equal(pix[:, t], pix[:, s]))
+    if run is not None:
+        first, last, held = run
+        raise ValueError(f"{name} frames {first}..{last} are identical and at fps={fps:g} would show for "
+                         f"{held / 100:g} s as one GIF frame, which lasts at most 655.35 s")  # fmt: skip
 
 
 MAX_GIF_PX = 65535  # a GIF's logical screen is u16 x u16
@@ -116,6 +102,8 @@ class VideoCalls(KindCalls):
             check_still_runs(arr, rate)
         # What the GIF format forces, said here (the caller's thread, before the item
         # is queued) rather than found out in the browser.
+        from ...formats.gif import MAX_FPS
+
         if rate > MAX_FPS:
             warnings.warn(f"add_video({tag!r}): fps={fps!r} is above {MAX_FPS:g}; GIF delays are whole "
                           "centiseconds and browsers slow delays under 2 cs to 10 cs, so it will play at "
