@@ -4,7 +4,9 @@ own loaders (the judge, invariant 10) as well as our strict record reader."""
 from __future__ import annotations
 
 import glob
+import io
 import os
+import socket
 import time
 from collections.abc import Iterator
 
@@ -97,3 +99,22 @@ def tensor_values(mux, run: str, tag: str) -> list[tuple[int, object]]:
     from tensorboard.util import tensor_util
 
     return [(e.step, tensor_util.make_ndarray(e.tensor_proto)) for e in mux.Tensors(run, tag)]
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now, for a server a test starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def gif_durations_ms(blob: bytes) -> list[int]:
+    """Each frame's delay in ms, as a GIF decoder (Pillow's) reads it."""
+    from PIL import Image
+
+    im = Image.open(io.BytesIO(blob))
+    out = []
+    for i in range(im.n_frames):
+        im.seek(i)
+        out.append(im.info["duration"])
+    return out

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import gif_durations_ms
 from PIL import Image
 
 from mxsidecar.formats.proto import plugin_audio_pb2, plugin_image_pb2, summary_pb2
@@ -425,7 +426,7 @@ def test_video_rgb_gif_frames_size_duration_and_first_frame() -> None:
     assert len(frames) == 4 and im.info["loop"] == 0
     assert im.size == (img.width, img.height) == (grids[0].shape[1], grids[0].shape[0])
     assert img.colorspace == 3
-    assert gif_durations(img.encoded_image_string) == [170, 160, 170, 170]  # frame ends at 1/6 s steps, in cs
+    assert gif_durations_ms(img.encoded_image_string) == [170, 160, 170, 170]  # frame ends at 1/6 s steps, in cs
     np.testing.assert_array_equal(frames[0], grids[0])
     np.testing.assert_array_equal(frames[-1], grids[-1])  # delta frames composite back exactly
 
@@ -447,16 +448,6 @@ def test_video_alpha_is_dropped() -> None:
     assert enc.value.image.colorspace == 3
     _, frames = gif_frames(enc.value.image.encoded_image_string)
     np.testing.assert_array_equal(frames[0], rgba[0, 0, :3].transpose(1, 2, 0))  # N=1: no padding
-
-
-def gif_durations(blob: bytes) -> list[int]:
-    """Each frame's delay in ms, as a GIF decoder reads it."""
-    im = Image.open(io.BytesIO(blob))
-    out = []
-    for i in range(im.n_frames):
-        im.seek(i)
-        out.append(im.info["duration"])
-    return out
 
 
 @pytest.mark.parametrize(
@@ -508,7 +499,7 @@ def test_video_slow_clip_keeps_its_delays() -> None:
     655.35 s / T, here 163.8 s, so the clip played 3x too fast, silently)."""
     v = few_colour_video(1, 4, 3)
     (enc,) = video.encode(desc(Kind.VIDEO, {"fps": 0.002}), v)
-    assert gif_durations(enc.value.image.encoded_image_string) == [500_000] * 4
+    assert gif_durations_ms(enc.value.image.encoded_image_string) == [500_000] * 4
 
 
 def test_video_still_frames_longer_than_a_gif_frame_are_refused() -> None:
@@ -520,7 +511,7 @@ def test_video_still_frames_longer_than_a_gif_frame_are_refused() -> None:
         video.encode(desc(Kind.VIDEO, {"fps": 0.002}), v)
     v[:, 2, 0, 0, 0] ^= 1  # one pixel apart: no merge, and each frame keeps its 500 s
     (enc,) = video.encode(desc(Kind.VIDEO, {"fps": 0.002}), v)
-    assert gif_durations(enc.value.image.encoded_image_string) == [500_000] * 4
+    assert gif_durations_ms(enc.value.image.encoded_image_string) == [500_000] * 4
 
 
 def test_video_bad_data_is_refused() -> None:
@@ -541,7 +532,7 @@ def test_video_identical_frames_merge_but_keep_the_playing_time() -> None:
     v = np.zeros((1, 3, 1, 4, 4), np.uint8)
     v[0, 2] = 200  # frames 0 and 1 are identical
     _, frames = gif_frames(video.encode(desc(Kind.VIDEO, {"fps": 10}), v)[0].value.image.encoded_image_string)
-    durations = gif_durations(video.gif_bytes(video.video_frames(v), [10, 10, 10]))
+    durations = gif_durations_ms(video.gif_bytes(video.video_frames(v), [10, 10, 10]))
     assert len(frames) == 2 and durations == [200, 100]
 
 

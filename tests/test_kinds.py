@@ -10,7 +10,7 @@ import wave
 
 import numpy as np
 import pytest
-from conftest import event_files, load_multiplexer, read_events, tensor_values
+from conftest import event_files, gif_durations_ms, load_multiplexer, read_events, tensor_values
 from PIL import Image
 
 from mxsidecar import SidecarWriter, SummaryWriter
@@ -118,15 +118,6 @@ def test_video_is_an_animated_gif(tmp_path) -> None:
     assert gif.format == "GIF" and gif.n_frames == 3
 
 
-def gif_delays_ms(blob: bytes) -> list[int]:
-    gif = Image.open(io.BytesIO(blob))
-    out = []
-    for i in range(gif.n_frames):
-        gif.seek(i)
-        out.append(gif.info["duration"])
-    return out
-
-
 def test_video_adjustments_are_warned_in_the_callers_thread(tmp_path) -> None:
     """What a GIF cannot do is said at the call, before the item is queued (issue 15,
     defect 6): above 50 fps it plays at 50, and alpha is dropped.  The warnings point
@@ -150,9 +141,9 @@ def test_video_adjustments_are_warned_in_the_callers_thread(tmp_path) -> None:
         assert "alpha channel of vid_tensor is dropped" in said[1][0]
     mux = load_multiplexer(logdir)
     blobs = {tag: image_blobs(mux, ".", tag)[0][1] for tag in ("fast", "alpha", "plain")}
-    assert gif_delays_ms(blobs["fast"]) == [20, 20, 20]  # 50 fps, as warned
-    assert gif_delays_ms(blobs["alpha"]) == [40, 40, 40]
-    assert gif_delays_ms(blobs["plain"]) == [30, 40, 30]  # 30 fps on average, not 33.3
+    assert gif_durations_ms(blobs["fast"]) == [20, 20, 20]  # 50 fps, as warned
+    assert gif_durations_ms(blobs["alpha"]) == [40, 40, 40]
+    assert gif_durations_ms(blobs["plain"]) == [30, 40, 30]  # 30 fps on average, not 33.3
 
 
 def test_video_frame_delays_a_gif_cannot_hold_are_refused_in_the_caller(tmp_path) -> None:
@@ -170,7 +161,7 @@ def test_video_frame_delays_a_gif_cannot_hold_are_refused_in_the_caller(tmp_path
         vid[0, 2] = 2
         sw.add_video("v", vid, 0, fps=0.002)
     ((_, blob),) = image_blobs(load_multiplexer(str(tmp_path)), ".", "v")
-    assert gif_delays_ms(blob) == [500_000] * 3
+    assert gif_durations_ms(blob) == [500_000] * 3
 
 
 def test_pr_curve_matches_tensorboard(tmp_path) -> None:

@@ -6,28 +6,24 @@ are exercised."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from conftest import free_port
 
 from mxsidecar import SidecarWriter
 
 pytestmark = pytest.mark.timeout(240)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get(base: str, path: str, data: bytes | None = None) -> bytes:
@@ -82,37 +78,32 @@ def logdir(tmp_path_factory) -> str:
     return d
 
 
-@pytest.fixture(scope="module", params=["true", "false"], ids=["rust-data-server", "python-loader"])
-def server(request, logdir):
+@contextlib.contextmanager
+def tensorboard_server(logdir: str, *flags: str) -> Iterator[str]:
+    """``tensorboard --logdir LOGDIR *FLAGS`` on 127.0.0.1 for the block: its base URL."""
     exe = shutil.which("tensorboard", path=os.path.dirname(sys.executable)) or shutil.which("tensorboard")
     assert exe, "the tensorboard command (test extra) is not installed"
     port = free_port()
     proc = subprocess.Popen(
-        [
-            exe,
-            "--logdir",
-            logdir,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            f"--load_fast={request.param}",
-            "--reload_interval",
-            "1",
-        ],
+        [exe, "--logdir", logdir, "--host", "127.0.0.1", "--port", str(port), *flags, "--reload_interval", "1"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    base = f"http://127.0.0.1:{port}"
     try:
-        poll(lambda: get_json(base, "/data/runs"))
-        yield base
+        yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
         try:
             proc.wait(20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="module", params=["true", "false"], ids=["rust-data-server", "python-loader"])
+def server(request, logdir):
+    with tensorboard_server(logdir, f"--load_fast={request.param}") as base:
+        poll(lambda: get_json(base, "/data/runs"))
+        yield base
 
 
 def q(**kw) -> str:
