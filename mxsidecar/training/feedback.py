@@ -63,8 +63,9 @@ class SidecarFeedback:
     def _start_sidecar(self) -> Supervisor:
         logdir, arena, flush_secs, suffix = self._sidecar_args
         nice, cpus, sched_idle = self._sidecar_tuning
-        options = SidecarOptions(logdir, arena, flush_secs, suffix, next(_file_index), nice, cpus, sched_idle)
-        options.remote = self._sidecar_remote
+        options = SidecarOptions(
+            logdir, arena, flush_secs, suffix, next(_file_index), nice, cpus, sched_idle, self._sidecar_remote
+        )
         return Supervisor(options, self._on_progress, self._on_notice, self._on_stats, self._on_exit, self._on_opened)
 
     def _items_pending(self) -> int:

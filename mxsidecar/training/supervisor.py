@@ -59,6 +59,7 @@ class SidecarOptions:
         nice: int = 10,
         cpus: tuple[int, ...] = (),
         sched_idle: bool = True,
+        remote: RemoteLogdir | None = None,
     ) -> None:
         self.logdir = logdir
         self.arena_name = arena_name
@@ -68,7 +69,7 @@ class SidecarOptions:
         self.nice = nice
         self.cpus = cpus
         self.sched_idle = sched_idle
-        self.remote: RemoteLogdir | None = None  # a URL logdir: ``logdir`` is then its local spool
+        self.remote = remote  # a URL logdir: ``logdir`` is then its local spool
 
     def argv(self, fd: int) -> list[str]:
         import psutil
