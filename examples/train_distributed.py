@@ -106,7 +106,9 @@ def train(args: argparse.Namespace) -> None:
             sw.add_scalar("val/accuracy", acc, step)
             print(f"rank {kv.rank}: epoch {epoch}, val accuracy {acc.asscalar():.3f}", flush=True)
         stats = sw.stats()
-    print(f"rank {kv.rank} of {kv.num_workers}: writes={stats['writes']}", flush=True)
+    # Local ranks that write share the node's sidecar: the same pid on every rank of a machine.
+    sidecar = f", sidecar pid {stats['sidecar_pid']}" if stats["writes"] else ""
+    print(f"rank {kv.rank} of {kv.num_workers}: writes={stats['writes']}{sidecar}", flush=True)
 
 
 def main() -> None:

@@ -44,6 +44,9 @@ def test_dist_sync_ranks_zero_only_rank_0_writes(tmp_path) -> None:
 def test_dist_sync_ranks_all_one_run_per_rank(tmp_path) -> None:
     stdout = run_job(str(tmp_path), "all")
     assert "rank 0 of 2: writes=True" in stdout and "rank 1 of 2: writes=True" in stdout
+    # Both workers run on this machine and log to one logdir: one sidecar served them both.
+    pids = {line.rsplit(" ", 1)[1] for line in stdout.splitlines() if ": writes=True, sidecar pid " in line}
+    assert len(pids) == 1, stdout
     assert sorted(os.listdir(tmp_path)) == ["rank_0", "rank_1"]
     mux = load_multiplexer(str(tmp_path))
     assert sorted(mux.Runs()) == ["rank_0", "rank_1"]

@@ -300,8 +300,10 @@ def test_trainer_death_keeps_what_was_handed_over(tmp_path, death) -> None:
     assert steps == list(range(len(steps)))  # and then an unbroken prefix of the rest
 
 
-def test_forked_child_gets_a_clear_error(tmp_path) -> None:
-    sw = SidecarWriter(str(tmp_path))
+def test_forked_child_of_a_private_writer_gets_a_clear_error(tmp_path) -> None:
+    """A writer with a sidecar of its own cannot follow a fork (a shared one joins the
+    node's sidecar: tests/test_node_sidecar.py)."""
+    sw = SidecarWriter(str(tmp_path), share_sidecar=False)
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: must not touch the parent's sidecar

@@ -143,12 +143,20 @@ def test_purge_step_hides_the_crashed_tail(tmp_path) -> None:
     assert got == [(i, float(i)) for i in range(5)] + [(i, 100.0 + i) for i in range(5, 8)]
 
 
-def test_two_writers_one_logdir_get_distinct_files(tmp_path) -> None:
-    logdir = str(tmp_path)
-    with SidecarWriter(logdir) as a, SidecarWriter(logdir) as b:
+def test_two_writers_one_logdir_share_a_file_unless_told_not_to(tmp_path) -> None:
+    """TensorBoard's Python loader follows only the newest file of a run: two writers of
+    one run share the node's sidecar and its one file; share_sidecar=False gives each
+    its own file, with distinct names."""
+    shared, private = str(tmp_path / "shared"), str(tmp_path / "private")
+    with SidecarWriter(shared) as a, SidecarWriter(shared) as b:
         a.add_scalar("a", 1, 0)
         b.add_scalar("b", 2, 0)
-    assert len(event_files(logdir)) == 2
+    (path,) = event_files(shared)
+    assert sorted(v.tag for e in read_events(path) for v in e.summary.value) == ["a", "b"]
+    with SidecarWriter(private, share_sidecar=False) as a, SidecarWriter(private, share_sidecar=False) as b:
+        a.add_scalar("a", 1, 0)
+        b.add_scalar("b", 2, 0)
+    assert len(event_files(private)) == 2
 
 
 # Values the sidecar's argparse would take for options of their own if they travelled as a
@@ -177,23 +185,29 @@ def test_filename_suffix_that_looks_like_an_option(tmp_path, suffix) -> None:
 @example(suffix="-v2", cpus=[0])
 @settings(max_examples=200, deadline=None)
 def test_every_sidecar_option_survives_its_command_line(suffix, cpus) -> None:
-    """What the trainer puts on the sidecar's command line is what the sidecar parses."""
+    """What the trainer puts on the sidecar's command line, and in its Hello, is what the
+    sidecar parses."""
     from mxsidecar.sidecar.process import _parse
     from mxsidecar.training.remote import RemoteLogdir
     from mxsidecar.training.supervisor import SidecarOptions
+    from mxsidecar.wire.handshake import Hello
 
     # A logdir is absolute and the arena name ours, but nothing here should rely on it.
-    opts = SidecarOptions("-" + suffix, "-" + suffix, 0.5, suffix, 7, 3, tuple(cpus), sched_idle=bool(cpus))
+    opts = SidecarOptions(
+        "-" + suffix, "-" + suffix, 0.5, suffix, 7, 3, tuple(cpus), sched_idle=bool(cpus), prefix="-" + suffix
+    )
     if cpus:  # a URL logdir: the URL and fsspec's options, text the sidecar must get back unchanged
         opts.remote = RemoteLogdir("s3://b/-" + suffix, {"key": suffix, "client_kwargs": {"n": 1}}, "-" + suffix)
-    argv = opts.argv(5)
+    argv = opts.argv(5, 9 if cpus else -1)
     assert argv[1:3] == ["-m", "mxsidecar.sidecar"]
     got = vars(_parse(argv[3:]))
-    del got["parent_ctime"]
     cpu_list = ",".join(map(str, cpus))
     assert got == {
-        **{"fd": 5, "arena": "-" + suffix, "logdir": "-" + suffix, "flush_secs": 0.5, "suffix": suffix},
-        **{"file_index": 7, "ppid": os.getpid(), "nice": 3, "cpus": cpu_list, "sched_idle": bool(cpus)},
+        **{"fd": 5, "listen_fd": 9 if cpus else -1, "logdir": "-" + suffix},
+        **{"nice": 3, "cpus": cpu_list, "sched_idle": bool(cpus)},
         "remote": "s3://b/-" + suffix if cpus else None,
         "storage_options": {"key": suffix, "client_kwargs": {"n": 1}} if cpus else {},
     }
+    hello = Hello.unpack(opts.hello().pack())
+    assert (hello.pid, hello.arena, hello.prefix, hello.suffix) == (os.getpid(), "-" + suffix, "-" + suffix, suffix)
+    assert (hello.file_index, hello.flush_secs) == (7, 0.5)

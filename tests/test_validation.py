@@ -133,7 +133,7 @@ def test_defaults_are_the_ones_the_readme_documents(tmp_path) -> None:
                     return arg[len(name) + 1 :]
             return None
 
-        assert float(option("--flush-secs") or "nan") == 120.0
+        assert stats["sidecar"]["flush_secs"] == 120.0  # from the writer's Hello, in effect in the sidecar
         assert option("--cpus") is None  # cpu_affinity=None
         expected_nice = min(19, os.getpriority(os.PRIO_PROCESS, 0) + 10)
         policy = "idle" if hasattr(os, "SCHED_IDLE") else "normal"

@@ -1,33 +1,42 @@
 """The sidecar process: receive descriptors, encode, frame, append to event files.
 
 Started by :mod:`mxsidecar.training.supervisor` as its own interpreter,
-``python -m mxsidecar.sidecar --fd=N --arena='"NAME"' --logdir='"DIR"' ...``: never forked
+``python -m mxsidecar.sidecar --fd=N [--listen-fd=L] --logdir='"DIR"' ...``: never forked
 from the trainer (MXNet's engine threads and CUDA do not survive ``fork``) and never
 through multiprocessing's spawn (which would re-run the user's ``__main__``).  It
 never imports mxnet.
 
 Data flow::
 
-    socket (descriptors, in seq order)
+    --fd: the producer that started us     --listen-fd: the node address (handshake.py)
+      |                                       |  accept, Hello -> Welcome (producers.py)
+      v                                       v
+    select() over every producer's socket (descriptors, in each producer's seq order)
       |  recv, split frames                       (wire/framing.py)
       v
-    ITEM  -> array view over the arena span -> encoders.<kind>.encode
+    ITEM  -> array view over the producer's arena span -> encoders.<kind>.encode
           -> Summary.Value(s) -> Event -> records.frame -> EventFile of the run
     FLUSH -> write every buffered record to its file
-    STATS -> StatsReply (counters, CPU, RSS)
-    CLOSE -> fsync and close every file, exit 0
+    STATS -> StatsReply (that producer's counters, the process's CPU and RSS)
+    CLOSE -> fsync that producer's files, Progress, Goodbye; the last one: close all, exit
       |
-      v  after each batch: Progress(done_seq) -> the trainer frees spans <= done_seq
+      v  after each batch: Progress(done_seq) -> that producer frees spans <= done_seq
     a new event file -> Opened(path), before any Progress covering what it holds
 
+Producers share the event file of a run they both write (one file per run: TensorBoard's
+Python loader follows only the newest file of a run), and nothing else.  A run's steps
+are tracked per tag, so a tag whose step goes backwards (two workers logging the same
+tag) is reported once to the producer that did it.
+
 Lifetimes:
-* EOF without CLOSE, or the parent gone (``getppid`` changed, or psutil says the
-  recorded parent no longer exists with its recorded start time): the trainer died.
-  Everything already received is written, files are fsynced, the arena is unlinked
-  (its owner cannot do it any more), exit 0.
-* SIGTERM: the same, the arena left to its owner.  SIGINT is ignored: Ctrl-C in the
-  terminal reaches the whole process group, and the trainer decides what happens.
-* Any exception: its traceback goes to the trainer as an ErrorReport, exit 1.
+* A producer's EOF without CLOSE, or its process gone (pid and start time, checked
+  every second: a forked child may hold its socket open): it died.  What it sent is
+  written, files are fsynced, its segment is unlinked (its owner cannot do it any more).
+* The last producer gone (closed or dead): the node address is closed first (a producer
+  connecting now starts a new sidecar), every file is closed, exit 0.
+* SIGTERM: the same, the segments left to their owners.  SIGINT is ignored: Ctrl-C in
+  the terminal reaches the whole process group, and the trainers decide what happens.
+* Any exception: its traceback goes to every producer as an ErrorReport, exit 1.
 """
 
 from __future__ import annotations
@@ -35,21 +44,23 @@ from __future__ import annotations
 import argparse
 import os
 import select
+import socket
 import time
-from collections import Counter
+import traceback
 from typing import Any
 
 import numpy as np
 
 from ..formats.proto import _runtime, event_pb2
-from ..wire.arena import Arena
-from ..wire.descriptors import Descriptor, Kind, Notice, Op, Opened, Progress, StatsReply
+from ..wire.descriptors import Descriptor, ErrorReport, Kind, Notice, Op, Opened, StatsReply
 from ..wire.framing import Channel, ChannelClosed
+from ..wire.handshake import Goodbye
 from . import faults
 from .encoders import encoder_for
 from .encoders.scalar import event_bytes as scalar_event_bytes
 from .output.event_file import EventFile
 from .output.storage import LocalDirectory
+from .producers import Producer, accept_producer
 
 __all__ = ["Sidecar"]
 
@@ -58,62 +69,86 @@ __all__ = ["Sidecar"]
 # pure-Python one is ~10-30x slower than upb/cpp; perf/bench_kinds.py measures it).
 PROTOBUF = {"version": _runtime.VERSION, "implementation": _runtime.implementation()}
 
-PARENT_CHECK_SECS = 1.0
+PRODUCER_CHECK_SECS = 1.0
 REPORT_EVERY = 32  # items between progress reports within one received batch
 REPORT_SECS = 0.005  # ... or this much time, whichever comes first
 
 
 class Sidecar:
-    """Receives, encodes and writes; one instance per sidecar process."""
+    """Receives, encodes and writes for every producer; one instance per sidecar process."""
 
-    def __init__(self, channel: Channel, arena: Arena, args: argparse.Namespace, scheduling: str = "") -> None:
-        self.channel = channel
+    def __init__(
+        self,
+        first: Producer,
+        args: argparse.Namespace,
+        scheduling: str = "",
+        listener: socket.socket | None = None,
+    ) -> None:
         self.scheduling = scheduling  # what _lower_priority achieved, reported in stats()
-        self.arena = arena
         self.logdir = args.logdir
-        # Every byte written goes through it; with a URL, args.logdir is the local spool.
-        self.output = LocalDirectory(args.logdir) if not args.remote else self._remote_output(args)
-        self.flush_secs = args.flush_secs
-        self.ppid = args.ppid
-        self.parent_ctime = args.parent_ctime
-        self.pid_for_names = args.ppid
-        self.file_index = args.file_index
-        self.suffix = args.suffix
-        self.files: dict[str, EventFile] = {}
-        self.done_seq = 0
-        self.reported_seq = 0
+        self.listener = listener  # the node address; None: this sidecar serves its starter only
+        self.producers: dict[int, Producer] = {}
+        self.files: dict[str, EventFile] = {}  # run (within logdir) -> its event file
+        self.last_steps: dict[str, dict[str, int]] = {}  # run -> tag -> last step written
+        self.backwards: set[tuple[str, str]] = set()  # (run, tag) already reported
         self.closed = False
-        self.written: Counter[str] = Counter()  # kind name -> values written
-        self.rejected: Counter[str] = Counter()  # tag -> items refused
-        self.nonfinite: Counter[str] = Counter()  # tag -> NaN/Inf values left out of histograms
-        self.busy: dict[str, float] = {}  # kind name -> seconds spent encoding and writing it
+        self.served = 0  # producers ever served
+        self.ended_without_close = 0  # ... whose connection ended without CLOSE (died, or killed)
+        self.flush_secs = first.flush_secs
         self.next_fsync = time.monotonic() + self.flush_secs
-        self.next_parent_check = time.monotonic() + PARENT_CHECK_SECS
-        self._file("")  # the run exists (and shows in TensorBoard) from the start
+        self.next_producer_check = time.monotonic() + PRODUCER_CHECK_SECS
+        # Every byte written goes through it; with a URL, args.logdir is the local spool.
+        self.output = LocalDirectory(args.logdir) if not args.remote else self._remote_output(args, first)
+        self.add(first)
 
-    def _remote_output(self, args: argparse.Namespace) -> LocalDirectory:
+    def _remote_output(self, args: argparse.Namespace, first: Producer) -> LocalDirectory:
         from .output.remote import RemoteDirectory
 
         return RemoteDirectory(
             args.logdir,
             args.remote,
             args.storage_options,
-            lambda path: self._send(Opened(path).pack()),
-            (args.ppid, args.file_index),  # what our event files are named with
+            lambda path: self._announce(path),
+            (first.pid, first.file_index),  # what our event files are named with
         )
 
+    def add(self, producer: Producer) -> None:
+        self.producers[producer.fileno()] = producer
+        self.served += 1
+        if producer.flush_secs < self.flush_secs:  # the most demanding producer sets the pace
+            self.flush_secs = producer.flush_secs
+            self.next_fsync = min(self.next_fsync, time.monotonic() + self.flush_secs)
+        self._file(producer, "")  # the run exists (and shows in TensorBoard) from the start
+        if producer.pending:
+            frames, producer.pending = producer.pending, []
+            self._handle_batch(producer, frames)
+
     # -- files ---------------------------------------------------------------
-    def _file(self, run: str) -> EventFile:
-        f = self.files.get(run)
+    def _file(self, producer: Producer, run: str) -> EventFile:
+        """The event file of ``producer``'s run ``run``, opened (and announced) on first use."""
+        f: EventFile | None = producer.files.get(run)
+        if f is not None:
+            return f
+        path = producer.run_path(run)
+        f = self.files.get(path)
         if f is None:
             f = self.output.open_event_file(
-                run, wall_time=time.time(), pid=self.pid_for_names, index=self.file_index, suffix=self.suffix
+                path, wall_time=time.time(), pid=producer.pid, index=producer.file_index, suffix=producer.suffix
             )
-            self.files[run] = f
+            self.files[path] = f
+        if f.path not in producer.opened:
             # Before the Progress that covers anything written to it: the trainer's list
             # of this writer's files (export_scalars) outlives this process.
-            self._send(Opened(f.path).pack())
+            producer.opened.append(f.path)
+            producer.send(Opened(f.path).pack())
+        producer.files[run] = f
         return f
+
+    def _announce(self, path: str) -> None:
+        """A remote back end rolled a run onto a new spool file: every producer hears of it."""
+        for p in self.producers.values():
+            p.opened.append(path)
+            p.send(Opened(path).pack())
 
     def flush_all(self) -> None:
         """Hand every buffered record to the kernel: visible to TensorBoard, and safe
@@ -126,6 +161,13 @@ class Sidecar:
             f.fsync()
         self.output.tick(self.files.values())
         self.next_fsync = time.monotonic() + self.flush_secs
+
+    def _fsync_files_of(self, producer: Producer) -> None:
+        """A producer's close() promises its values on disk: fsync the files it wrote."""
+        for f in self.files.values():
+            if f.path in producer.opened:
+                f.flush()
+                f.fsync()
 
     def close_all(self) -> None:
         err: BaseException | None = None
@@ -143,144 +185,262 @@ class Sidecar:
 
     # -- the loop ------------------------------------------------------------
     def run(self) -> None:
-        """Serve until CLOSE, or until the parent is gone."""
+        """Serve until the last producer has closed or died."""
         while not self.closed:
-            timeout = max(0.0, min(self.next_fsync, self.next_parent_check) - time.monotonic())
-            ready, _, _ = select.select([self.channel], [], [], timeout)
-            if ready:
-                try:
-                    frames = self.channel.recv()
-                except ChannelClosed:
-                    self._parent_gone()
+            timeout = max(0.0, min(self.next_fsync, self.next_producer_check) - time.monotonic())
+            readers: list[Any] = list(self.producers.values())
+            if self.listener is not None:
+                readers.append(self.listener)
+            ready, _, _ = select.select(readers, [], [], timeout)
+            for r in ready:
+                if r is self.listener:
+                    self._accept()
+                elif r.fileno() in self.producers and self.producers[r.fileno()] is r:
+                    self._serve(r)
+                if self.closed:
                     return
-                last_report = time.monotonic()
-                for i, frame in enumerate(frames, 1):
-                    self.handle(Descriptor.unpack(frame))
-                    if self.closed:
-                        break
-                    # Report inside a long batch too: a caller blocked on a full queue
-                    # waits for one of these, not for the whole batch (~max_queue items).
-                    if i % REPORT_EVERY == 0 or time.monotonic() - last_report > REPORT_SECS:
-                        self.flush_all()
-                        self._report()
-                        last_report = time.monotonic()
-                # Write through after every batch, before reporting it done: "done"
-                # then means "in the kernel", so a sidecar crash loses only what it had
-                # not yet reported (the trainer counts exactly that), and TensorBoard
-                # sees values at once.  One write per batch; batches grow with load.
-                self.flush_all()
-                self._report()
             now = time.monotonic()
             if now >= self.next_fsync:
                 self.fsync_all()
-            if now >= self.next_parent_check:
-                self.next_parent_check = now + PARENT_CHECK_SECS
-                if not self._parent_alive():
-                    self._parent_gone()
-                    return
+            if now >= self.next_producer_check:
+                self.next_producer_check = now + PRODUCER_CHECK_SECS
+                for p in [p for p in self.producers.values() if not p.alive()]:
+                    self._drain(p)
+                    if self.closed:
+                        return
 
-    def _report(self) -> None:
-        if self.done_seq != self.reported_seq:
-            self.reported_seq = self.done_seq
-            self._send(Progress(self.done_seq).pack())
-
-    def _send(self, payload: bytes) -> None:
+    def _accept(self) -> None:
+        assert self.listener is not None
         try:
-            self.channel.send([payload])
-        except ChannelClosed:
-            pass  # the trainer is gone; EOF on the next recv ends the loop
+            conn, _ = self.listener.accept()
+        except OSError:  # the peer gave up between connect and accept
+            return
+        producer = accept_producer(Channel(conn), os.getpid())
+        if producer is not None:
+            self.add(producer)
 
-    def handle(self, desc: Descriptor) -> None:
+    def _serve(self, p: Producer) -> None:
+        """Handle what one producer sent: a batch of frames, in its seq order."""
+        try:
+            frames = p.channel.recv()
+        except ChannelClosed:
+            self._producer_gone(p)
+            return
+        self._handle_batch(p, frames)
+
+    def _handle_batch(self, p: Producer, frames: list[bytes]) -> None:
+        last_report = time.monotonic()
+        for i, frame in enumerate(frames, 1):
+            desc = Descriptor.unpack(frame)
+            if desc.op == Op.CLOSE:
+                self._close_producer(p, desc.seq)
+                return
+            self.handle(p, desc)
+            # Report inside a long batch too: a caller blocked on a full queue
+            # waits for one of these, not for the whole batch (~max_queue items).
+            if i % REPORT_EVERY == 0 or time.monotonic() - last_report > REPORT_SECS:
+                self.flush_all()
+                p.report()
+                last_report = time.monotonic()
+        # Write through after every batch, before reporting it done: "done" then
+        # means "in the kernel", so a sidecar crash loses only what it had not yet
+        # reported (the trainer counts exactly that), and TensorBoard sees values at
+        # once.  One write per batch; batches grow with load.
+        self.flush_all()
+        p.report()
+
+    def _drain(self, p: Producer) -> None:
+        """A producer whose process is gone while its socket is not (a forked child holds
+        it): take what it sent, then let it go."""
+        sock = p.channel.sock
+        sock.setblocking(False)
+        try:
+            while p.fileno() in self.producers:
+                self._handle_batch(p, p.channel.recv())
+        except (BlockingIOError, ChannelClosed):
+            pass
+        if p.fileno() in self.producers and self.producers[p.fileno()] is p:
+            self._producer_gone(p)
+
+    def _remove(self, p: Producer) -> bool:
+        """Forget ``p``; True if it was the last producer (the node address is closed
+        then, before anything else: a producer that connects from now on starts a new
+        sidecar instead of joining one that is leaving)."""
+        del self.producers[p.fileno()]
+        if self.producers:
+            return False
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+        return True
+
+    def _close_producer(self, p: Producer, seq: int) -> None:
+        """CLOSE: everything before it is written; its files are fsynced (the last
+        producer's close closes every file and uploads); then Goodbye."""
+        p.done_seq = seq
+        # What came before CLOSE is written (to the spool, for a URL): report it done
+        # before uploads that may fail, so a failed upload is not counted as lost items.
+        self.flush_all()
+        p.report()
+        last = self._remove(p)
+        if last:
+            try:
+                self.close_all()
+            except BaseException:
+                # It is no longer among the producers that fail() reaches.
+                p.send(ErrorReport(traceback.format_exc()).pack())
+                raise
+            self.closed = True
+        else:
+            self._fsync_files_of(p)
+            self._idle_again()
+        p.send(Goodbye(last).pack())
+        p.close()
+
+    def _idle_again(self) -> None:
+        """A closing producer lifts SCHED_IDLE (``Supervisor._hurry``) so that its close()
+        does not wait behind other work; the producers still training want it back."""
+        if self.scheduling.startswith("idle") and hasattr(os, "SCHED_IDLE"):
+            try:
+                os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # lowering is always permitted
+            except OSError:
+                pass
+
+    def _producer_gone(self, p: Producer) -> None:
+        """A producer died: keep everything it sent, make it durable, clean up after it."""
+        self.ended_without_close += 1
+        self.flush_all()
+        p.arena.unlink()  # its owner cannot any more
+        if self._remove(p):
+            self.close_all()
+            self.closed = True
+        else:
+            self._fsync_files_of(p)
+        p.close()
+
+    def terminate(self, grace: float) -> None:
+        """SIGTERM: close every file; unlink the segment of each producer that the same
+        signal killed (gone within ``grace`` seconds), leave the others to their owners."""
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+        self.close_all()
+        for p in self.producers.values():
+            if p.gone_within(grace):
+                p.arena.unlink()
+
+    def fail(self, traceback_text: str) -> None:
+        """Every producer gets the traceback (each then raises one SidecarError)."""
+        for p in self.producers.values():
+            p.send(ErrorReport(traceback_text).pack())
+
+    def report_all(self) -> None:
+        for p in self.producers.values():
+            p.report()
+
+    def handle(self, p: Producer, desc: Descriptor) -> None:
         if faults.active:
             faults.hit("receive", desc.tag)
         if desc.op == Op.ITEM:
-            self.write_item(desc)
+            self.write_item(p, desc)
         elif desc.op == Op.FLUSH:
             self.flush_all()
             self.output.publish(self.files.values())
         elif desc.op == Op.STATS:
-            self._report()
-            self._send(StatsReply(desc.seq, self.stats()).pack())
+            p.report()
+            p.send(StatsReply(desc.seq, self.stats(p)).pack())
         elif desc.op == Op.SKIP:
             # The trainer could not capture this value (its NDArray computation failed);
             # without a reason, the caller already got the exception and only the span
             # had to come back in order.
             if desc.text:
-                self.rejected[desc.tag] += 1
-                self._send(Notice(desc.seq, desc.kind, desc.tag, desc.text).pack())
-        elif desc.op == Op.CLOSE:
-            # What came before CLOSE is written (to the spool, for a URL): report it done
-            # before uploads that may fail, so a failed upload is not counted as lost items.
-            self.flush_all()
-            self._report()
-            self.close_all()
-            self.closed = True
+                p.rejected[desc.tag] += 1
+                p.send(Notice(desc.seq, desc.kind, desc.tag, desc.text).pack())
         else:  # pragma: no cover - Descriptor.unpack already rejects unknown ops
             raise ValueError(f"unexpected op {desc.op}")
-        self.done_seq = desc.seq
+        p.done_seq = desc.seq
 
-    def _arrays(self, desc: Descriptor) -> Any:
+    def _arrays(self, p: Producer, desc: Descriptor) -> Any:
         """Views over the descriptor's span: one array, or a dict of its named parts."""
         if not desc.nbytes:
             return None
         parts = (desc.options or {}).get("parts")
         if parts is None:
-            return np.frombuffer(self.arena.view(desc.offset, desc.nbytes), dtype=desc.dtype).reshape(desc.shape)
+            return np.frombuffer(p.arena.view(desc.offset, desc.nbytes), dtype=desc.dtype).reshape(desc.shape)
         out = {}
         for name, rel, dtype, shape in parts:
             n = int(np.prod(shape)) * np.dtype(dtype).itemsize
-            out[name] = np.frombuffer(self.arena.view(desc.offset + rel, n), dtype=dtype).reshape(shape)
+            out[name] = np.frombuffer(p.arena.view(desc.offset + rel, n), dtype=dtype).reshape(shape)
         return out
 
-    def write_item(self, desc: Descriptor) -> None:
+    def write_item(self, p: Producer, desc: Descriptor) -> None:
         start = time.perf_counter()
         try:
-            self._write_item(desc)
+            self._write_item(p, desc)
         finally:
             name = Kind(desc.kind).name.lower()
-            self.busy[name] = self.busy.get(name, 0.0) + time.perf_counter() - start
+            p.busy[name] = p.busy.get(name, 0.0) + time.perf_counter() - start
 
-    def _write_item(self, desc: Descriptor) -> None:
+    def _step_went_back(self, p: Producer, desc: Descriptor, f: EventFile, tag: str) -> None:
+        """Record ``tag``'s step in ``f``'s run; report once per run and tag a step that
+        goes backwards.  TensorBoard's data server drops a tag's points when its step goes
+        backwards; the usual cause is two processes (workers) logging the same tag."""
+        steps = self.last_steps.get(f.path)
+        if steps is None:
+            steps = self.last_steps[f.path] = {}
+        last = steps.get(tag)
+        steps[tag] = desc.step
+        if last is not None and desc.step < last and (f.path, tag) not in self.backwards:
+            self.backwards.add((f.path, tag))
+            reason = (
+                f"step {desc.step} written after step {last} in {os.path.dirname(f.path)}; TensorBoard drops "
+                "points of a tag whose steps go backwards (several processes: give each its own tags); "
+                "warned once per run and tag"
+            )
+            p.send(Notice(desc.seq, desc.kind, tag, reason, written=True).pack())
+
+    def _write_item(self, p: Producer, desc: Descriptor) -> None:
         kind = desc.kind
         if kind == Kind.SESSION_START:
-            self._session_start(desc)
+            self._session_start(p, desc)
             return
         if faults.active:
             faults.hit("encode", desc.tag)
-        data = self._arrays(desc)
+        data = self._arrays(p, desc)
         try:
             if kind == Kind.SCALAR:
                 # The hot kind skips protobuf objects (encoders/scalar.py, event_bytes).
                 number = desc.number if data is None else float(data.reshape(-1)[0])
-                f = self._file(desc.run)
+                f = self._file(p, desc.run)
                 first = desc.tag not in f.tags_with_metadata
                 if first:
                     f.tags_with_metadata.add(desc.tag)  # TensorBoard keeps only a tag's first metadata
+                self._step_went_back(p, desc, f, desc.tag)
                 f.last_tag = desc.tag
                 f.append(scalar_event_bytes(desc.wall_time, desc.step, desc.tag, number, first))
-                self.written["scalar"] += 1
+                p.written["scalar"] += 1
                 return
             if kind == Kind.GRAPH:
                 from .encoders import graph
 
                 graph_def = graph.encode_graph(desc)
                 self._append_event(
-                    desc.run, event_pb2.Event(wall_time=desc.wall_time, step=desc.step, graph_def=graph_def)
+                    p, desc.run, event_pb2.Event(wall_time=desc.wall_time, step=desc.step, graph_def=graph_def)
                 )
-                self.written["graph"] += 1
+                p.written["graph"] += 1
                 return
             if kind == Kind.EMBEDDING:
                 from .output import projector
 
-                projector.write_embedding(self.output, desc.run, desc, data)
-                self.written["embedding"] += 1
+                projector.write_embedding(self.output, p.run_path(desc.run), desc, data)
+                p.written["embedding"] += 1
                 return
             values = encoder_for(kind)(desc, data)
         except ValueError as exc:
             # Invariant 5: a value only the sidecar could check (an NDArray's contents)
             # is refused whole, counted, and reported; nothing is half-written.
-            self.rejected[desc.tag] += 1
-            self._send(Notice(desc.seq, desc.kind, desc.tag, str(exc)).pack())
+            p.rejected[desc.tag] += 1
+            p.send(Notice(desc.seq, desc.kind, desc.tag, str(exc)).pack())
             return
         finally:
             del data  # drop the views into the span before the trainer reuses it
@@ -288,24 +448,25 @@ class Sidecar:
         for run, value, metadata, counts in values:
             if counts and counts.get("nonfinite"):
                 n = counts["nonfinite"]
-                if desc.tag not in self.nonfinite:  # the trainer warns once per tag
+                if desc.tag not in p.nonfinite:  # the trainer warns once per tag
                     reason = f"{n} NaN/Inf values left out of the buckets (counted in stats())"
-                    self._send(Notice(desc.seq, desc.kind, desc.tag, reason, written=True).pack())
-                self.nonfinite[desc.tag] += n
-            f = self._file(run)
+                    p.send(Notice(desc.seq, desc.kind, desc.tag, reason, written=True).pack())
+                p.nonfinite[desc.tag] += n
+            f = self._file(p, run)
             if metadata is not None and value.tag not in f.tags_with_metadata:
                 f.tags_with_metadata.add(value.tag)  # TensorBoard keeps only a tag's first metadata
                 value.metadata.CopyFrom(metadata)
+            self._step_went_back(p, desc, f, value.tag)
             ev = event_pb2.Event(wall_time=desc.wall_time, step=desc.step)
             ev.summary.value.append(value)
             f.last_tag = desc.tag
             f.append(ev.SerializeToString())
-            self.written[name] += 1
+            p.written[name] += 1
 
-    def _append_event(self, run: str, ev: event_pb2.Event) -> None:
-        self._file(run).append(ev.SerializeToString())
+    def _append_event(self, p: Producer, run: str, ev: event_pb2.Event) -> None:
+        self._file(p, run).append(ev.SerializeToString())
 
-    def _session_start(self, desc: Descriptor) -> None:
+    def _session_start(self, p: Producer, desc: Descriptor) -> None:
         """``purge_step``: TensorBoard (file_version 2) purges on a *non-first*
         SessionLog START, dropping every event with step >= its step.  The first START
         a run ever shows only marks the session, so a run written by a writer that
@@ -314,54 +475,28 @@ class Sidecar:
         for _ in range(2):
             ev = event_pb2.Event(wall_time=desc.wall_time, step=desc.step)
             ev.session_log.status = event_pb2.SessionLog.START
-            self._append_event(desc.run, ev)
+            self._append_event(p, desc.run, ev)
+        # The purged steps are logged again from purge_step on: not a step going backwards.
+        self.last_steps.pop(self._file(p, desc.run).path, None)
 
-    # -- parent watch --------------------------------------------------------
-    def _parent_alive(self) -> bool:
-        if os.getppid() != self.ppid:
-            return False  # reparented: the trainer exited
-        if self.parent_ctime:
-            import psutil
-
-            try:
-                return bool(psutil.Process(self.ppid).create_time() == self.parent_ctime)
-            except psutil.NoSuchProcess:
-                return False
-        return True
-
-    def parent_gone_within(self, seconds: float) -> bool:
-        """Whether the trainer is gone now or goes within ``seconds`` (after a SIGTERM,
-        which may be killing it too).  Polls: nothing else reports a parent's death to
-        a process that has stopped reading its channel."""
-        deadline = time.monotonic() + seconds
-        while self._parent_alive():
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.02)
-        return True
-
-    def _parent_gone(self) -> None:
-        """The trainer died: keep everything received, make it durable, clean up."""
-        self.close_all()
-        self.arena.unlink()
-        self.closed = True
-
-    def stats(self) -> dict[str, Any]:
+    def stats(self, p: Producer) -> dict[str, Any]:
+        """``p``'s own counters, and the process's (shared by every producer it serves)."""
         import psutil
 
         proc = psutil.Process()
         cpu = proc.cpu_times()
+        mine = p.stats()
         return {
-            "done_seq": self.done_seq,
-            "written": dict(self.written),
-            "rejected": dict(self.rejected),
-            "nonfinite": dict(self.nonfinite),
-            "busy_seconds": {k: round(v, 6) for k, v in self.busy.items()},
-            "bytes_written": sum(f.size for f in self.files.values()),
-            "files": [f.path for f in self.files.values()],
+            **mine,
+            "bytes_written": sum(f.size for f in self.files.values() if f.path in p.opened),
             "uploads": self.output.stats(),
             "cpu_seconds": cpu.user + cpu.system,
             "rss_bytes": proc.memory_info().rss,
             "scheduling": self.scheduling,
             "protobuf": PROTOBUF,
+            "flush_secs": self.flush_secs,
+            "producers": len(self.producers),
+            "producers_served": self.served,
+            "producers_ended_without_close": self.ended_without_close,
+            "shared": self.listener is not None,
         }

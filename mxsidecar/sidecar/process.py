@@ -1,16 +1,17 @@
 """The sidecar as a process: its command line, its scheduling, its signals, its exit.
 
-``python -m mxsidecar.sidecar --fd=N --arena='"NAME"' --logdir='"DIR"' ...`` (see
+``python -m mxsidecar.sidecar --fd=N [--listen-fd=L] --logdir='"DIR"' ...`` (see
 ``training/supervisor.py``, which starts it) lowers its own priority first (invariant
-9), attaches to the trainer's shared memory, and runs :class:`~.loop.Sidecar` until
-CLOSE, EOF or the parent's death.  Its exit says how it ended:
+9), takes the Hello of the producer that started it (its arena's name, its pid), and
+runs :class:`~.loop.Sidecar` until the last producer has closed or died.  Its exit
+says how it ended:
 
-* 0: closed, or the trainer died and everything received was written;
+* 0: closed, or the producers died and everything received was written;
 * 1: an exception, whose traceback went to the trainer first (an ``ErrorReport``);
 * a signal: SIGTERM is turned into a clean exit (files closed, the arena left to its
   owner, unless the owner dies within ``TERM_GRACE_SECS``: a SIGTERM to the whole
   process group kills a trainer that does not handle it, and nobody else would unlink
-  the segment); SIGINT is ignored, because Ctrl-C reaches the whole process group and
+  its segment); SIGINT is ignored, because Ctrl-C reaches the whole process group and
   the trainer decides what happens.
 """
 
@@ -25,10 +26,10 @@ import socket
 import sys
 import traceback
 
-from ..wire.arena import Arena
 from ..wire.descriptors import ErrorReport
 from ..wire.framing import Channel, ChannelClosed
 from .loop import Sidecar
+from .producers import accept_producer
 
 __all__ = ["main"]
 
@@ -45,15 +46,10 @@ class _Terminated(Exception):
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m mxsidecar.sidecar", description=__doc__.split("\n")[0])
-    p.add_argument("--fd", type=int, required=True, help="inherited socket descriptor")
+    p.add_argument("--fd", type=int, required=True, help="inherited socket of the producer that starts us")
+    p.add_argument("--listen-fd", type=int, default=-1, help="inherited listening socket: the node address")
     # The trainer's text arrives as JSON strings (training/supervisor.py says why).
-    p.add_argument("--arena", type=json.loads, required=True, help="shared-memory segment name, a JSON string")
     p.add_argument("--logdir", type=json.loads, required=True, help="a JSON string")
-    p.add_argument("--flush-secs", type=float, default=120.0)
-    p.add_argument("--suffix", type=json.loads, default="", help="a JSON string")
-    p.add_argument("--file-index", type=int, default=0)
-    p.add_argument("--ppid", type=int, required=True)
-    p.add_argument("--parent-ctime", type=float, default=0.0)
     p.add_argument("--nice", type=int, default=10)
     p.add_argument("--cpus", default="", help="comma-separated CPU ids to pin to")
     p.add_argument("--sched-idle", action="store_true", help="Linux SCHED_IDLE: run only when a CPU is idle")
@@ -109,20 +105,20 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _on_term)
     channel = Channel(socket.socket(fileno=args.fd))
+    listener = socket.socket(fileno=args.listen_fd) if args.listen_fd >= 0 else None
     sidecar: Sidecar | None = None
     try:
         scheduling = _lower_priority(args.nice, args.cpus, args.sched_idle)
-        arena = Arena.attach(args.arena)
-        sidecar = Sidecar(channel, arena, args, scheduling)
+        first = accept_producer(channel, os.getpid())
+        if first is None:
+            return 0  # the producer that started us went away before saying who it is
+        sidecar = Sidecar(first, args, scheduling, listener)
         sidecar.run()
-        sidecar._report()
         return 0
     except _Terminated:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the cleanup short
         if sidecar is not None:
-            sidecar.close_all()
-            if sidecar.parent_gone_within(TERM_GRACE_SECS):
-                sidecar.arena.unlink()  # its owner died with the same signal
+            sidecar.terminate(TERM_GRACE_SECS)
         return 0
     except BaseException:
         tb = traceback.format_exc()
@@ -131,9 +127,12 @@ def main(argv: list[str] | None = None) -> int:
                 sidecar.close_all()  # keep what was written up to the failure
         except BaseException:
             tb += "\nwhile closing event files:\n" + traceback.format_exc()
-        try:
-            channel.send([ErrorReport(tb).pack()])
-        except (ChannelClosed, OSError):
-            pass
+        if sidecar is not None:
+            sidecar.fail(tb)
+        else:
+            try:
+                channel.send([ErrorReport(tb).pack()])
+            except (ChannelClosed, OSError):
+                pass
         sys.stderr.write(tb)
         return 1

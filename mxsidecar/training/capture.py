@@ -34,7 +34,7 @@ import numpy as np
 from ..wire.descriptors import Op, pack_descriptor
 from ..wire.framing import ChannelClosed
 
-__all__ = ["STOP", "CompletionThread", "copy_numpy"]
+__all__ = ["STOP", "CompletionThread", "copy_numpy", "skip_descriptor"]
 
 MAX_BATCH = 512  # frames per sendall; bounds the latency of the first one in a burst
 # After waking for the first item of a burst, the thread sleeps this long before it
@@ -286,7 +286,7 @@ class CompletionThread(threading.Thread):
                         try:
                             pending()
                         except Exception as exc:
-                            payloads.append(_skip(item, exc))
+                            payloads.append(skip_descriptor(item, exc))
                             last[0] = item[1]
                             continue
                         finally:
@@ -305,6 +305,6 @@ class CompletionThread(threading.Thread):
             self._on_failure(exc)
 
 
-def _skip(item: tuple[Any, ...], exc: BaseException) -> bytes:
+def skip_descriptor(item: tuple[Any, ...], exc: BaseException) -> bytes:
     _op, seq, kind, tag = item[:4]
     return pack_descriptor(Op.SKIP, seq, kind, tag, text=f"{type(exc).__name__}: {exc}")

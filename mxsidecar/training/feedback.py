@@ -59,13 +59,17 @@ class SidecarFeedback:
     _sidecar_args: tuple[str, str, float, str]
     _sidecar_tuning: tuple[int, tuple[int, ...], bool]
     _sidecar_remote: RemoteLogdir | None
+    _sidecar_placement: tuple[str, bool]  # (our runs' prefix in the sidecar's logdir, share it)
 
     def _start_sidecar(self) -> Supervisor:
+        """Join the node's sidecar for our logdir, or start one (see Supervisor)."""
         logdir, arena, flush_secs, suffix = self._sidecar_args
         nice, cpus, sched_idle = self._sidecar_tuning
+        prefix, share = self._sidecar_placement
         options = SidecarOptions(
-            logdir, arena, flush_secs, suffix, next(_file_index), nice, cpus, sched_idle, self._sidecar_remote
-        )
+            logdir, arena, flush_secs, suffix, next(_file_index), nice, cpus, sched_idle, self._sidecar_remote,
+            prefix, share,
+        )  # fmt: skip
         return Supervisor(options, self._on_progress, self._on_notice, self._on_stats, self._on_exit, self._on_opened)
 
     def _items_pending(self) -> int:
@@ -205,7 +209,12 @@ class SidecarFeedback:
                 self.last_error = str(error)
                 restartable = self.on_error == "restart" and not self.closed and self._error is None
                 if restartable and self.restarts < self.max_restarts:
-                    self._restart(error)
+                    try:
+                        self._restart(error)
+                    except Exception as exc:  # no new sidecar: the error is the writer's last
+                        error.args = (f"{error.args[0]}; restarting it failed: {exc}",)
+                        error.__context__ = exc
+                        self._error = error
                 elif self._error is None:
                     lost = self._items_pending()
                     more = f" after {self.restarts} restarts (max_restarts)" if self.restarts else ""

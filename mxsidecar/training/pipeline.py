@@ -73,8 +73,12 @@ class Pipeline(SidecarFeedback):
         on_error: str = "raise",
         max_restarts: int = 3,
         remote: RemoteLogdir | None = None,
+        prefix: str = "",
+        share: bool = False,
     ) -> None:
-        self.logdir = logdir if remote is None else remote.url
+        # With ``share``, ``logdir`` is the node sidecar's directory and our runs are
+        # under ``prefix`` in it (``rank_<k>``); messages name our own directory.
+        self.logdir = (os.path.join(logdir, prefix) if prefix else logdir) if remote is None else remote.url
         self.on_error = on_error
         self.max_restarts = max_restarts
         self.restarts = 0
@@ -105,6 +109,7 @@ class Pipeline(SidecarFeedback):
             self._sidecar_args = (logdir, self.arena.name, flush_secs, filename_suffix)
             self._sidecar_tuning = (nice, cpus, sched_idle)
             self._sidecar_remote = remote
+            self._sidecar_placement = (prefix, share)
             self.supervisor = self._start_sidecar()
         except BaseException:
             self.arena.close()
@@ -405,12 +410,18 @@ def _close_before_mxnet_shuts_down() -> None:
 
 
 def _after_fork_in_child() -> None:
+    """The parent's pipelines in a forked child: unusable, and not holding the parent's
+    connection open (the sidecar learns of the parent's death by EOF on it).  A writer
+    that shares its node's sidecar gets a pipeline of the child's own (workers.py)."""
     for p in list(_live):
         p._cond = threading.Condition(threading.Lock())  # another thread may have held it at fork
         p._error = MxSidecarError(
-            "a SidecarWriter cannot be used in a process forked from the one that created it "
-            "(its sidecar and threads belong to the parent); create a new writer in the child"
+            "a SidecarWriter with a sidecar of its own (share_sidecar=False, or a URL logdir) cannot be used "
+            "in a process forked from the one that created it (its sidecar and threads belong to the parent); "
+            "create a new writer in the child"
         )
+        for sup in (*p._retired, p.supervisor):
+            sup.forget_in_child()
     _live.clear()
 
 

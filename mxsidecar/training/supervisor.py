@@ -1,23 +1,32 @@
-"""Starting, watching and stopping the sidecar; turning its death into one error.
+"""Starting or joining a sidecar, watching it, leaving it; its death as one error.
 
 ::
 
     training process                                       sidecar process
     ----------------                                       ---------------
-    Supervisor.start()
-      socketpair(); Popen([python, -m, mxsidecar.sidecar,
-                           --fd=N, ...], pass_fds=[N]) ------> main()
+    Supervisor(options)
+      connect(node address of logdir) -- ok --> Hello ---> accept: Welcome(pid)   (join)
+      refused: bind(node address), socketpair(), Hello,
+        Popen([python, -m, mxsidecar.sidecar, --fd=N,
+               --listen-fd=L, ...], pass_fds=[N, L]) -----> main()               (start)
     completion thread --- descriptors ----------------------->  recv / encode / write
     receiver thread   <-- Progress / Notice / StatsReply -----  after every batch
                       <-- Opened(path) -----------------------  a new event file
+                      <-- Goodbye(last) ----------------------  after our CLOSE
                       <-- ErrorReport (traceback) ------------  on an exception, then exit 1
                       <-- EOF --------------------------------  on exit, crash or SIGKILL
-        EOF -> proc.wait() -> SidecarError (sticky), every waiter woken
+        EOF -> (last: wait for the exit) -> SidecarError (sticky) or None, waiters woken
+
+One sidecar per node and log directory (``wire/handshake.py``): the first writer binds
+the address and starts the sidecar with the listening socket; the others connect.
+Binding is the lock: of two writers starting at once, one binds, the other's bind
+fails and it connects instead.  A writer of a URL logdir, or one made with
+``share_sidecar=False``, starts a sidecar of its own with no address.
 
 Death is detected by channel EOF, which the kernel delivers the moment the process
-is gone, whatever killed it: no polling, no sleeps.  The receiver then reaps the
-process to learn how it ended, and hands one :class:`SidecarError` to the pipeline,
-chained to the sidecar's own traceback when it sent one (as
+is gone, whatever killed it: no polling, no sleeps.  The receiver then learns how it
+ended (reaping it when it is our child) and hands one :class:`SidecarError` to the
+pipeline, chained to the sidecar's own traceback when it sent one (as
 ``concurrent.futures.process`` chains ``_RemoteTraceback``).
 """
 
@@ -31,12 +40,14 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import RemoteTraceback, SidecarError
 from ..wire.descriptors import ErrorReport, Notice, Opened, Progress, StatsReply, decode_reply
 from ..wire.framing import Channel, ChannelClosed
+from ..wire.handshake import GOODBYE, WELCOME, Goodbye, Hello, Welcome, node_address
 from .remote import RemoteLogdir
 
 __all__ = ["SidecarOptions", "Supervisor", "reap"]
@@ -44,10 +55,12 @@ __all__ = ["SidecarOptions", "Supervisor", "reap"]
 MALLOC_MMAP_THRESHOLD = 8 << 20  # bytes: larger blocks still come from (and go back to) mmap
 MALLOC_TRIM_THRESHOLD = 64 << 20  # bytes of free heap kept for the next item's temporaries
 REAP_TIMEOUT = 10.0  # after EOF the process is exiting; this bounds a stuck exit
+JOIN_TIMEOUT = 10.0  # a node sidecar answers a Hello within milliseconds, even at SCHED_IDLE
+JOIN_ATTEMPTS = 20  # connect/bind races with a sidecar that is leaving just then
 
 
 class SidecarOptions:
-    """What the sidecar is started with (its command line)."""
+    """What the sidecar is started with (its command line) and what we tell it (Hello)."""
 
     def __init__(
         self,
@@ -60,8 +73,10 @@ class SidecarOptions:
         cpus: tuple[int, ...] = (),
         sched_idle: bool = True,
         remote: RemoteLogdir | None = None,
+        prefix: str = "",
+        share: bool = False,
     ) -> None:
-        self.logdir = logdir
+        self.logdir = logdir  # the sidecar's directory; our runs are under ``prefix``
         self.arena_name = arena_name
         self.flush_secs = flush_secs
         self.suffix = suffix
@@ -70,30 +85,31 @@ class SidecarOptions:
         self.cpus = cpus
         self.sched_idle = sched_idle
         self.remote = remote  # a URL logdir: ``logdir`` is then its local spool
+        self.prefix = prefix
+        self.share = share and remote is None  # a URL logdir's sidecar uploads its own spool
 
-    def argv(self, fd: int) -> list[str]:
+    def hello(self) -> Hello:
         import psutil
 
         ctime = psutil.Process().create_time()  # lets the sidecar tell us from a reused pid
+        return Hello(os.getpid(), ctime, self.arena_name, self.prefix, self.suffix, self.file_index, self.flush_secs)
+
+    def argv(self, fd: int, listen_fd: int = -1) -> list[str]:
         # Every value is joined to its option as one word, and text (the logdir, the
-        # suffix, the arena's name) travels as a JSON string: as a word of its own, a value
-        # starting with '-' is taken by argparse for an option (``--suffix -v2`` exits 2,
-        # ``--suffix --help`` prints the usage and exits 0), and even joined, argparse
-        # drops a value of exactly '--' (``--suffix=--`` parses as []).  A JSON string
+        # remote URL) travels as a JSON string: as a word of its own, a value
+        # starting with '-' is taken by argparse for an option (``--logdir -v2`` exits 2,
+        # ``--logdir --help`` prints the usage and exits 0), and even joined, argparse
+        # drops a value of exactly '--' (``--logdir=--`` parses as []).  A JSON string
         # starts with '"', which argparse leaves alone; json round-trips any str,
         # surrogate-escaped path bytes included.
         argv = [
             sys.executable, "-m", "mxsidecar.sidecar",
             f"--fd={fd}",
-            "--arena=" + json.dumps(self.arena_name),
             "--logdir=" + json.dumps(self.logdir),
-            f"--flush-secs={self.flush_secs!r}",
-            "--suffix=" + json.dumps(self.suffix),
-            f"--file-index={self.file_index}",
-            f"--ppid={os.getpid()}",
-            f"--parent-ctime={ctime!r}",
             f"--nice={self.nice}",
         ]  # fmt: skip
+        if listen_fd >= 0:
+            argv.append(f"--listen-fd={listen_fd}")
         if self.cpus:
             argv.append("--cpus=" + ",".join(map(str, self.cpus)))
         if self.sched_idle:
@@ -140,12 +156,12 @@ def reap(proc: subprocess.Popen[bytes], timeout: float) -> int:
 
 
 class Supervisor:
-    """Owns the sidecar process and the trainer's end of the channel.
+    """The trainer's end of one sidecar connection, and the sidecar process if we started it.
 
     Callbacks run on the receiver thread: ``on_progress(done_seq)``,
     ``on_notice(Notice)``, ``on_stats(seq, dict)``, ``on_opened(path)`` and, exactly
-    once when the sidecar is gone, ``on_exit(error_or_None)`` (None: it exited cleanly
-    after CLOSE).
+    once when the connection ends, ``on_exit(error_or_None)`` (None: it ended cleanly
+    after our CLOSE).
     """
 
     def __init__(
@@ -164,7 +180,91 @@ class Supervisor:
         self._on_exit = on_exit
         self._on_opened = on_opened
         self.close_requested = False
+        self._goodbye: Goodbye | None = None
+        self.proc: subprocess.Popen[bytes] | None = None  # the sidecar, if we started it
+        self._pid = 0
+        hello = options.hello()
+        sock = self._join(hello) if options.share else None
+        if sock is None:
+            sock = self._start(hello)
+        self.channel = Channel(sock)
+        self._receiver = threading.Thread(target=self._receive, name="mxsidecar-receiver", daemon=True)
+        self._receiver.start()
+
+    @property
+    def shared(self) -> bool:
+        """Whether this connection is to a node sidecar (which other writers may use)."""
+        return self.options.share
+
+    def _join(self, hello: Hello) -> socket.socket | None:
+        """Join the node sidecar of our logdir, or start it; None: start a private one.
+
+        Returns the connected socket of a sidecar that welcomed us, or the socket pair
+        end of the one we started (``self.proc`` set).
+        """
+        address = node_address(self.options.logdir)
+        for _ in range(JOIN_ATTEMPTS):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(address)
+            except (ConnectionRefusedError, FileNotFoundError):
+                sock.close()
+                listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    listener.bind(address)
+                except OSError:  # EADDRINUSE: another writer bound it just now; join it
+                    listener.close()
+                    continue
+                try:
+                    listener.listen(64)
+                    return self._start(hello, listener)
+                finally:
+                    listener.close()  # the sidecar holds its own copy; ours must not keep the name alive
+            try:
+                welcome = self._handshake(sock, hello)
+            except (ChannelClosed, OSError):
+                # The sidecar was leaving (its last producer closed just then): it closed
+                # the address and our connection with it.  Start or join the next one.
+                sock.close()
+                continue
+            if welcome.error:  # it cannot map our segment: serve ourselves
+                sock.close()
+                return None
+            self._pid = welcome.pid
+            return sock
+        return None
+
+    def _handshake(self, sock: socket.socket, hello: Hello) -> Welcome:
+        channel = Channel(sock)
+        sock.settimeout(JOIN_TIMEOUT)
+        try:
+            channel.send([hello.pack()])
+            frames: list[bytes] = []
+            while not frames:
+                frames = channel.recv()
+        except socket.timeout:
+            sock.close()
+            raise SidecarError(
+                f"the mxsidecar sidecar serving {self.options.logdir} on this machine did not answer within "
+                f"{JOIN_TIMEOUT:g}s; pass share_sidecar=False to start a sidecar of this writer's own"
+            ) from None
+        finally:
+            if sock.fileno() >= 0:
+                sock.settimeout(None)
+        # A sidecar answers a Hello with a lone Welcome, and sends nothing else before
+        # it has one of our descriptors.
+        return Welcome.unpack(frames[0])
+
+    def _start(self, hello: Hello, listener: socket.socket | None = None) -> socket.socket:
+        """Start a sidecar; ``listener``: the bound node address it will serve."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            # Buffered in the socket until the sidecar reads it: its first frame.
+            Channel(ours).send([hello.pack()])
+        except BaseException:
+            ours.close()
+            theirs.close()
+            raise
         env = dict(os.environ)
         # The child must import this very copy of mxsidecar, even from a source tree
         # that is not installed (sys.path of a `-m` child starts at its cwd).
@@ -182,28 +282,23 @@ class Supervisor:
         # A user's own setting wins; other C libraries ignore these names.
         env.setdefault("MALLOC_MMAP_THRESHOLD_", str(MALLOC_MMAP_THRESHOLD))
         env.setdefault("MALLOC_TRIM_THRESHOLD_", str(MALLOC_TRIM_THRESHOLD))
+        fds = (theirs.fileno(),) if listener is None else (theirs.fileno(), listener.fileno())
+        argv = self.options.argv(theirs.fileno(), -1 if listener is None else listener.fileno())
         try:
             # subprocess execs at once (no Python runs between fork and exec), so
             # MXNet's engine threads are never duplicated: invariant 3.
-            self.proc = subprocess.Popen(
-                options.argv(theirs.fileno()),
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                env=env,
-                close_fds=True,
-            )
+            self.proc = subprocess.Popen(argv, pass_fds=fds, stdin=subprocess.DEVNULL, env=env, close_fds=True)
         except BaseException:
             ours.close()
             raise
         finally:
             theirs.close()
-        self.channel = Channel(ours)
-        self._receiver = threading.Thread(target=self._receive, name="mxsidecar-receiver", daemon=True)
-        self._receiver.start()
+        self._pid = self.proc.pid
+        return ours
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        return self._pid
 
     def send(self, payloads: list[bytes]) -> None:
         """Raises ChannelClosed if the sidecar is gone (the receiver reports why)."""
@@ -214,6 +309,11 @@ class Supervisor:
         try:
             while True:
                 for frame in self.channel.recv():
+                    if frame[0] == GOODBYE:
+                        self._goodbye = Goodbye.unpack(frame)
+                        continue
+                    if frame[0] == WELCOME:  # the one a sidecar we started sends us
+                        continue
                     reply = decode_reply(frame)
                     if isinstance(reply, Progress):
                         self._on_progress(reply.done_seq)
@@ -235,10 +335,35 @@ class Supervisor:
         self._on_exit(self._explain(remote_tb))
 
     def _explain(self, remote_tb: str | None) -> SidecarError | None:
+        goodbye = self._goodbye
+        if remote_tb is None and goodbye is not None and self.close_requested:
+            if goodbye.last:
+                # The sidecar is exiting after closing every file (and uploading): close()
+                # returns once it is gone, as with a sidecar of our own.
+                rc = reap(self.proc, REAP_TIMEOUT) if self.proc is not None else _wait_gone(self._pid, REAP_TIMEOUT)
+                if rc == 0:
+                    return None
+            else:
+                # It serves other writers on.  Ours to reap when it exits, not to wait for.
+                if self.proc is not None:
+                    threading.Thread(target=self.proc.wait, name="mxsidecar-reaper", daemon=True).start()
+                return None
+        pid = self._pid
+        if self.proc is None:
+            # Not our child: whether it is gone, not how; its starter reaps it.
+            gone = _wait_gone(pid, REAP_TIMEOUT) is not None
+            if remote_tb is not None:
+                last = next((ln.strip() for ln in reversed(remote_tb.splitlines()) if ln.strip()), "an error")
+                err = SidecarError(f"the mxsidecar sidecar (pid {pid}) shared on this machine failed with {last}", 1)
+                err.__cause__ = RemoteTraceback(remote_tb)
+                return err
+            state = "is gone" if gone else "is still running but closed our connection"
+            return SidecarError(
+                f"the mxsidecar sidecar (pid {pid}) that this writer shared with others on this machine {state} "
+                "(another process started it and has its exit status)",
+                0,
+            )
         rc = reap(self.proc, REAP_TIMEOUT)
-        if remote_tb is None and rc == 0 and self.close_requested:
-            return None
-        pid = self.proc.pid
         if remote_tb is not None:
             last = next((ln.strip() for ln in reversed(remote_tb.splitlines()) if ln.strip()), "an error")
             err = SidecarError(f"the mxsidecar sidecar (pid {pid}) failed with {last} (exit status {rc})", rc)
@@ -270,10 +395,14 @@ class Supervisor:
         in RLIMIT_NICE (root in a container has it); elsewhere this is EPERM and close()
         keeps its old pace.  The process is our unreaped child: its pid is still its own.
         """
-        if not (self.options.sched_idle and hasattr(os, "SCHED_IDLE")) or self.proc.returncode is not None:
+        if not (self.options.sched_idle and hasattr(os, "SCHED_IDLE")):
             return
+        if self.proc is not None and self.proc.returncode is not None:
+            return
+        # A shared sidecar goes back to SCHED_IDLE itself after our CLOSE if other
+        # writers remain (loop.py, _idle_again).
         try:
-            os.sched_setscheduler(self.proc.pid, os.SCHED_OTHER, os.sched_param(0))
+            os.sched_setscheduler(self._pid, os.SCHED_OTHER, os.sched_param(0))
         except OSError:  # EPERM (unprivileged), ESRCH (already gone)
             pass
 
@@ -283,7 +412,15 @@ class Supervisor:
         return not self._receiver.is_alive()
 
     def kill(self) -> None:
-        """Last resort (a stuck sidecar at close): SIGKILL; the receiver reaps it."""
+        """Last resort (a stuck sidecar at close): SIGKILL one we started (the receiver
+        reaps it); from one we joined, only disconnect."""
+        if self.proc is None:
+            self.shutdown_send()
+            try:
+                self.channel.sock.shutdown(socket.SHUT_RD)  # wakes our receiver: EOF
+            except OSError:
+                pass
+            return
         try:
             self.proc.kill()
         except ProcessLookupError:
@@ -296,8 +433,43 @@ class Supervisor:
         except OSError:
             pass
 
+    def forget_in_child(self) -> None:
+        """In a forked child: close our copy of the parent's connection, without the
+        shutdown that would end it for the parent too."""
+        try:
+            self.channel.sock.close()
+        except OSError:
+            pass
+
     def close_channel(self) -> None:
         try:
             self.channel.close()
         except OSError:
             pass
+
+
+def _wait_gone(pid: int, timeout: float) -> int | None:
+    """Wait up to ``timeout`` seconds for a process that is not our child to exit: 0
+    once it is gone (its exit status is its parent's), None if it still runs."""
+    if hasattr(os, "pidfd_open"):
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:  # already gone (ESRCH), or no pidfds here
+            fd = -1
+        if fd >= 0:
+            try:
+                return 0 if select.select([fd], [], [], timeout)[0] else None
+            finally:
+                os.close(fd)
+    import psutil  # Python 3.8 has no pidfd_open: poll, a zombie counting as gone
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return 0
+        except psutil.NoSuchProcess:
+            return 0
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)

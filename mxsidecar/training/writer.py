@@ -17,7 +17,7 @@ from typing import Any
 from ..wire.descriptors import Kind
 from . import arguments as v
 from . import ranks as ranks_mod
-from . import remote
+from . import remote, workers
 from .backpressure import ON_FULL, OnFull
 from .kinds._base import _now
 from .kinds.audio import AudioCalls
@@ -135,6 +135,15 @@ class SidecarWriter(
         that disagree, raise ``ValueError`` here.
     kvstore : mx.kv.KVStore or None
         A kvstore (``mx.kv.create('dist_sync')``): its ``rank`` and ``num_workers``.
+    share_sidecar : bool, default True
+        Writers on one machine that log to the same local ``logdir`` (local ranks,
+        DataLoader workers, other scripts) share one sidecar process and write one
+        event file per run: the first starts it, the others join it, and it exits
+        when the last has closed or died.  Each writer keeps its own shared memory,
+        queue, ``on_full`` and ``stats()``; the sidecar's scheduling (``nice``,
+        ``sched_idle``, ``cpu_affinity``) is its starter's.  False: a sidecar of this
+        writer's own, on an event file of its own.  A URL logdir's writer always has
+        its own.
 
     Use it as a context manager, or call :meth:`close`; writers left open are
     closed at interpreter exit.  ``SummaryWriter`` is the same class, for mxboard
@@ -165,8 +174,16 @@ class SidecarWriter(
         kvstore: Any = None,
         storage_options: dict[str, Any] | None = None,
         spool_dir: str | None = None,
+        share_sidecar: bool = True,
     ) -> None:
+        args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         self._placement = ranks_mod.resolve(ranks, rank, world_size, kvstore)
+        # What a pickled writer is rebuilt from (workers.reconnect): the placement as
+        # resolved here (a kvstore does not travel), without what applies once.
+        args.update(kvstore=None, purge_step=None, stats_secs=None)
+        if self._placement.rank is not None:
+            args.update(rank=self._placement.rank, world_size=self._placement.world_size)
+        self._args = args
         run = self._placement.run
         # _logdir: the local directory the sidecar writes (a URL's spool); _shown: what the user named.
         self._shown, self._logdir, self._remote = remote.resolve(
@@ -192,6 +209,8 @@ class SidecarWriter(
             raise ValueError(f"nice must be an int from 0 to 19, got {nice!r}")
         if not isinstance(sched_idle, bool):
             raise TypeError(f"sched_idle must be a bool, got {type(sched_idle).__name__}")
+        if not isinstance(share_sidecar, bool):
+            raise TypeError(f"share_sidecar must be a bool, got {type(share_sidecar).__name__}")
         cpus = v.check_cpus(cpu_affinity)
         purge = None if purge_step is None else v.check_step(purge_step, "purge_step")
         stats_secs = v.check_positive(stats_secs, "stats_secs", allow_none=True)
@@ -213,7 +232,14 @@ class SidecarWriter(
             "on_error": on_error,
             "max_restarts": max_restarts,
             "remote": self._remote,
+            # A local logdir's node sidecar serves the logdir the user named; our runs
+            # are ``run`` (rank_<k>) in it.  A URL logdir's sidecar uploads its own spool.
+            "prefix": run if share_sidecar and self._remote is None else "",
+            "share": share_sidecar and self._remote is None,
         }
+        self._sidecar_dir = self._logdir
+        if self._config["prefix"]:
+            self._sidecar_dir = os.path.dirname(self._logdir)
         self._exported_from: dict[str, int] = {}  # event file -> bytes already exported or cleared
         self._closed_files: list[str] = []  # event files of the pipelines closed before reopen()
         if not self._placement.writes:
@@ -225,11 +251,27 @@ class SidecarWriter(
             self._pipe = None  # type: ignore[assignment]
             return
         os.makedirs(self._logdir, exist_ok=True)
-        self._pipe = Pipeline(self._logdir, **self._config)
+        self._pipe = Pipeline(self._sidecar_dir, **self._config)
+        if self._config["share"]:
+            workers.track(self)  # a forked child logs through the node's sidecar
         if purge is not None:
             self._pipe.purge(purge, _now())
         if stats_secs is not None:
             threading.Thread(target=self._log_stats, args=(stats_secs,), name="mxsidecar-stats", daemon=True).start()
+
+    def _join_after_fork(self) -> Pipeline:
+        """In a forked child, at the first call: a pipeline of this process's own,
+        joined to the node's sidecar (training/workers.py)."""
+        pipe = Pipeline(self._sidecar_dir, **self._config)
+        self._pipe = pipe
+        self._closed_files = []  # the parent's files are the parent's
+        workers.joined_in_child(pipe)
+        return pipe
+
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        """Pickled (spawn, forkserver, a pool's task argument): rebuilt from its
+        arguments in the other process, where it joins the node's sidecar."""
+        return (workers.reconnect, (self._args,))
 
     def _log_stats(self, every: float) -> None:
         """The stats_secs thread: stops with the writer (or its first error)."""
@@ -289,7 +331,9 @@ class SidecarWriter(
         ``dropped_by_tag``, ``rejected``, ``blocked_seconds``, ``arena_bytes``,
         ``arena_used_bytes``, ``sidecar_pid``, ``last_error``, and ``sidecar`` (its own
         counters: ``written`` per kind, ``bytes_written``, ``files``, ``cpu_seconds``,
-        ``rss_bytes``, ``scheduling`` (its policy, niceness and CPUs), ``uploads`` for a URL
+        ``rss_bytes``, ``scheduling`` (its policy, niceness and CPUs), ``producers`` (writers it
+        serves now; ``shared``: whether others may join it; ``producers_served``,
+        ``producers_ended_without_close``: every writer it served, and those that died), ``uploads`` for a URL
         logdir (``pending``, ``uploaded``, ``bytes_sent``, ``failed_attempts``, ``last_error``); None once it is gone),
         and ``files``: every event file this writer has created, across :meth:`reopen`
         and restarted sidecars (what :meth:`export_scalars` reads).
@@ -311,7 +355,7 @@ class SidecarWriter(
         if not self._pipe.closed:
             return
         self._closed_files += self._pipe.event_files()
-        self._pipe = Pipeline(self._logdir, **self._config)
+        self._pipe = Pipeline(self._sidecar_dir, **self._config)
 
     # -- mxboard's scalar export ---------------------------------------------------
     def _event_files(self) -> list[str]:
