@@ -2,15 +2,16 @@
 
     python perf/bench_node.py [--producers 2] [--steps 200] [--repeats 3] [--memory 1,2,4,8]
 
-**Step time and per-call cost.** ``--producers`` processes train at once (each a
-numpy "step": a few 256x256 matmuls on one BLAS thread, about a millisecond or two)
-and log after every step what the heavy profile logs (3 scalars, 4 histograms of
-10,000 values).  Three modes, interleaved round by round (A B C A B C ...): ``none``
-(the same loop, no writer), ``shared`` (``share_sidecar=True``, the default: one sidecar
-for all of them) and ``separate`` (``share_sidecar=False``: one sidecar each).  Each
-producer reports its mean step time (``close()`` included, charged to the steps) and
-the p50 of its ``add_scalar`` calls; one line per mode gives the medians over
-producers and repeats, and the overhead over ``none`` in the same run.
+**Step time and per-call cost.** ``--producers`` processes train at once (each step:
+four 256x256 matmuls on one BLAS thread, about 10 ms on a 2-core VM) and log after
+every step 3 scalars and 4 histograms of 10,000 values.  Three modes, interleaved
+round by round (A B C A B C ...): ``none`` (the same loop, no writer), ``shared``
+(``share_sidecar=True``, the default: one sidecar for all of them) and ``separate``
+(``share_sidecar=False``: one sidecar each).  Each producer reports its mean step time
+(``close()`` included, charged to the steps) and the p50 of its ``add_scalar`` calls;
+one line per mode gives the medians over producers and repeats, the overhead over
+``none`` in the same run, and the CPU the sidecar process(es) used per step (psutil,
+read by the producers before ``close()``).
 
 **Memory.** For each N in ``--memory``: N producers open a writer on one logdir, log a
 scalar and a 100k-value histogram, flush, and wait; then the sidecar processes serving
@@ -67,12 +68,18 @@ PRODUCER = textwrap.dedent(
                 calls.append(clock() - c0)
             for k, h in enumerate(hists):
                 w.add_histogram(f"grad/h{k}", h, step)
+    side = {}
     if w is not None:
+        w.flush()
+        side = w.stats()["sidecar"]
         w.close()
     total = time.perf_counter() - t0
     calls.sort()
     p50 = calls[len(calls) // 2] / 1000 if calls else 0.0
-    print("RESULT " + json.dumps({"step_ms": total / steps * 1000, "add_scalar_p50_us": p50}), flush=True)
+    out = {"step_ms": total / steps * 1000, "add_scalar_p50_us": p50}
+    if side:
+        out.update(sidecar_pid=w.stats()["sidecar_pid"], sidecar_cpu_s=side["cpu_seconds"])
+    print("RESULT " + json.dumps(out), flush=True)
     """
 )
 
@@ -143,7 +150,7 @@ def sidecar_memory(mode: str, n: int) -> dict[str, Any]:
         try:
             for p in procs:
                 assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-            needle = "--logdir=" + json.dumps(logdir)
+            needle = "--logdir=" + json.dumps(logdir)[:-1]  # a private sidecar's logdir is logdir/rank_k
             rss = uss = 0
             count = 0
             for proc in psutil.process_iter(["cmdline"]):
@@ -186,6 +193,11 @@ def main() -> None:
         }
         if mode != "none":
             line["add_scalar_p50_us"] = round(statistics.median(r["add_scalar_p50_us"] for r in results[mode]), 2)
+            # CPU of the sidecar process(es) per step of one producer: a shared sidecar's
+            # seconds are reported by each of its producers (counted once), separate ones add up.
+            per_round = [results[mode][i : i + args.producers] for i in range(0, len(results[mode]), args.producers)]
+            cpu = [sum({r["sidecar_pid"]: r["sidecar_cpu_s"] for r in rnd}.values()) for rnd in per_round]
+            line["sidecar_cpu_ms_per_step"] = round(statistics.median(cpu) / args.steps * 1000, 3)
         emit(line)
     for n in [int(x) for x in args.memory.split(",") if x]:
         for mode in ("shared", "separate"):

@@ -129,6 +129,9 @@ def test_a_sigkilled_producer_leaves_the_others_served(tmp_path) -> None:
         for p in (starter, *others):
             p.kill()
     assert wait_until(lambda: not sidecars_of(logdir), 10)
+    pids = [starter.pid, *(p.pid for p in others)]
+    left = [g for pid in pids for g in glob.glob(os.path.join(SHM_DIR, f"mxsidecar-{pid}-*"))]
+    assert not left  # nothing of any of them left in /dev/shm
     steps = tags_and_steps(logdir)
     assert steps["p0/x"] == steps["p1/x"] == list(range(600))  # nothing of theirs lost
     assert steps["dead/x"] == list(range(300))  # what the dead one had flushed is kept
@@ -282,14 +285,24 @@ def test_steps_going_backwards_warn_once_per_run_and_tag(tmp_path) -> None:
 
 
 def test_purge_step_is_not_a_step_going_backwards(tmp_path) -> None:
-    with SidecarWriter(str(tmp_path)) as w:
+    """A writer resuming with purge_step=5 on the run another writer still has open (one
+    sidecar, one file): its step 5 follows step 9 in the file, by design, unwarned."""
+    first = SidecarWriter(str(tmp_path))
+    try:
         for step in range(10):
-            w.add_scalar("x", 1.0, step)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with SidecarWriter(str(tmp_path), purge_step=5) as w:
-            w.add_scalar("x", 2.0, 5)
+            first.add_scalar("x", 1.0, step)
+        first.flush()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with SidecarWriter(str(tmp_path), purge_step=5) as resumed:
+                assert resumed.stats()["sidecar_pid"] == first.stats()["sidecar_pid"]
+                resumed.add_scalar("x", 2.0, 5)
+                resumed.flush()
+    finally:
+        first.close()
     assert not [c for c in caught if "backwards" in str(c.message)]
+    mux = load_multiplexer(str(tmp_path))
+    assert [s for s, _ in tensor_values(mux, ".", "x")] == [0, 1, 2, 3, 4, 5]  # TensorBoard purged 5..9
 
 
 def _log_in_worker(writer: SidecarWriter, wid: int) -> int:

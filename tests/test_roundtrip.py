@@ -188,8 +188,8 @@ def test_every_sidecar_option_survives_its_command_line(suffix, cpus) -> None:
     """What the trainer puts on the sidecar's command line, and in its Hello, is what the
     sidecar parses."""
     from mxsidecar.sidecar.process import _parse
+    from mxsidecar.training.launch import SidecarOptions
     from mxsidecar.training.remote import RemoteLogdir
-    from mxsidecar.training.supervisor import SidecarOptions
     from mxsidecar.wire.handshake import Hello
 
     # A logdir is absolute and the arena name ours, but nothing here should rely on it.

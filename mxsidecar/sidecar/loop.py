@@ -23,10 +23,7 @@ Data flow::
       v  after each batch: Progress(done_seq) -> that producer frees spans <= done_seq
     a new event file -> Opened(path), before any Progress covering what it holds
 
-Producers share the event file of a run they both write (one file per run: TensorBoard's
-Python loader follows only the newest file of a run), and nothing else.  A run's steps
-are tracked per tag, so a tag whose step goes backwards (two workers logging the same
-tag) is reported once to the producer that did it.
+Producers share the event file of a run they both write, and nothing else (``runs.py``).
 
 Lifetimes:
 * A producer's EOF without CLOSE, or its process gone (pid and start time, checked
@@ -52,15 +49,15 @@ from typing import Any
 import numpy as np
 
 from ..formats.proto import _runtime, event_pb2
-from ..wire.descriptors import Descriptor, ErrorReport, Kind, Notice, Op, Opened, StatsReply
+from ..wire.descriptors import Descriptor, ErrorReport, Kind, Notice, Op, StatsReply
 from ..wire.framing import Channel, ChannelClosed
 from ..wire.handshake import Goodbye
 from . import faults
 from .encoders import encoder_for
 from .encoders.scalar import event_bytes as scalar_event_bytes
-from .output.event_file import EventFile
 from .output.storage import LocalDirectory
 from .producers import Producer, accept_producer
+from .runs import RunFiles
 
 __all__ = ["Sidecar"]
 
@@ -88,9 +85,6 @@ class Sidecar:
         self.logdir = args.logdir
         self.listener = listener  # the node address; None: this sidecar serves its starter only
         self.producers: dict[int, Producer] = {}
-        self.files: dict[str, EventFile] = {}  # run (within logdir) -> its event file
-        self.last_steps: dict[str, dict[str, int]] = {}  # run -> tag -> last step written
-        self.backwards: set[tuple[str, str]] = set()  # (run, tag) already reported
         self.closed = False
         self.served = 0  # producers ever served
         self.ended_without_close = 0  # ... whose connection ended without CLOSE (died, or killed)
@@ -99,6 +93,7 @@ class Sidecar:
         self.next_producer_check = time.monotonic() + PRODUCER_CHECK_SECS
         # Every byte written goes through it; with a URL, args.logdir is the local spool.
         self.output = LocalDirectory(args.logdir) if not args.remote else self._remote_output(args, first)
+        self.runs = RunFiles(self.output)
         self.add(first)
 
     def _remote_output(self, args: argparse.Namespace, first: Producer) -> LocalDirectory:
@@ -108,7 +103,7 @@ class Sidecar:
             args.logdir,
             args.remote,
             args.storage_options,
-            lambda path: self._announce(path),
+            lambda path: self.runs.announce(self.producers.values(), path),
             (first.pid, first.file_index),  # what our event files are named with
         )
 
@@ -118,70 +113,21 @@ class Sidecar:
         if producer.flush_secs < self.flush_secs:  # the most demanding producer sets the pace
             self.flush_secs = producer.flush_secs
             self.next_fsync = min(self.next_fsync, time.monotonic() + self.flush_secs)
-        self._file(producer, "")  # the run exists (and shows in TensorBoard) from the start
+        self.runs.file(producer, "")  # the run exists (and shows in TensorBoard) from the start
         if producer.pending:
             frames, producer.pending = producer.pending, []
             self._handle_batch(producer, frames)
 
     # -- files ---------------------------------------------------------------
-    def _file(self, producer: Producer, run: str) -> EventFile:
-        """The event file of ``producer``'s run ``run``, opened (and announced) on first use."""
-        f: EventFile | None = producer.files.get(run)
-        if f is not None:
-            return f
-        path = producer.run_path(run)
-        f = self.files.get(path)
-        if f is None:
-            f = self.output.open_event_file(
-                path, wall_time=time.time(), pid=producer.pid, index=producer.file_index, suffix=producer.suffix
-            )
-            self.files[path] = f
-        if f.path not in producer.opened:
-            # Before the Progress that covers anything written to it: the trainer's list
-            # of this writer's files (export_scalars) outlives this process.
-            producer.opened.append(f.path)
-            producer.send(Opened(f.path).pack())
-        producer.files[run] = f
-        return f
-
-    def _announce(self, path: str) -> None:
-        """A remote back end rolled a run onto a new spool file: every producer hears of it."""
-        for p in self.producers.values():
-            p.opened.append(path)
-            p.send(Opened(path).pack())
-
     def flush_all(self) -> None:
-        """Hand every buffered record to the kernel: visible to TensorBoard, and safe
-        if this process dies (not if the machine does: that is what fsync is for)."""
-        for f in self.files.values():
-            f.flush()
+        self.runs.flush()
 
     def fsync_all(self) -> None:
-        for f in self.files.values():
-            f.fsync()
-        self.output.tick(self.files.values())
+        self.runs.fsync()
         self.next_fsync = time.monotonic() + self.flush_secs
 
-    def _fsync_files_of(self, producer: Producer) -> None:
-        """A producer's close() promises its values on disk: fsync the files it wrote."""
-        for f in self.files.values():
-            if f.path in producer.opened:
-                f.flush()
-                f.fsync()
-
     def close_all(self) -> None:
-        err: BaseException | None = None
-        for f in self.files.values():
-            try:
-                f.close()
-            except BaseException as exc:  # close every file even if one fails
-                err = err or exc
-        try:
-            self.output.close()  # a remote back end uploads everything, or says what is left and where
-        except BaseException as exc:
-            err = err or exc
-        if err is not None:
-            raise err
+        self.runs.close()
 
     # -- the loop ------------------------------------------------------------
     def run(self) -> None:
@@ -292,7 +238,7 @@ class Sidecar:
                 raise
             self.closed = True
         else:
-            self._fsync_files_of(p)
+            self.runs.fsync_files_of(p)
             self._idle_again()
         p.send(Goodbye(last).pack())
         p.close()
@@ -315,7 +261,7 @@ class Sidecar:
             self.close_all()
             self.closed = True
         else:
-            self._fsync_files_of(p)
+            self.runs.fsync_files_of(p)
         p.close()
 
     def terminate(self, grace: float) -> None:
@@ -345,7 +291,7 @@ class Sidecar:
             self.write_item(p, desc)
         elif desc.op == Op.FLUSH:
             self.flush_all()
-            self.output.publish(self.files.values())
+            self.output.publish(self.runs.files.values())
         elif desc.op == Op.STATS:
             p.report()
             p.send(StatsReply(desc.seq, self.stats(p)).pack())
@@ -381,24 +327,6 @@ class Sidecar:
             name = Kind(desc.kind).name.lower()
             p.busy[name] = p.busy.get(name, 0.0) + time.perf_counter() - start
 
-    def _step_went_back(self, p: Producer, desc: Descriptor, f: EventFile, tag: str) -> None:
-        """Record ``tag``'s step in ``f``'s run; report once per run and tag a step that
-        goes backwards.  TensorBoard's data server drops a tag's points when its step goes
-        backwards; the usual cause is two processes (workers) logging the same tag."""
-        steps = self.last_steps.get(f.path)
-        if steps is None:
-            steps = self.last_steps[f.path] = {}
-        last = steps.get(tag)
-        steps[tag] = desc.step
-        if last is not None and desc.step < last and (f.path, tag) not in self.backwards:
-            self.backwards.add((f.path, tag))
-            reason = (
-                f"step {desc.step} written after step {last} in {os.path.dirname(f.path)}; TensorBoard drops "
-                "points of a tag whose steps go backwards (several processes: give each its own tags); "
-                "warned once per run and tag"
-            )
-            p.send(Notice(desc.seq, desc.kind, tag, reason, written=True).pack())
-
     def _write_item(self, p: Producer, desc: Descriptor) -> None:
         kind = desc.kind
         if kind == Kind.SESSION_START:
@@ -411,11 +339,11 @@ class Sidecar:
             if kind == Kind.SCALAR:
                 # The hot kind skips protobuf objects (encoders/scalar.py, event_bytes).
                 number = desc.number if data is None else float(data.reshape(-1)[0])
-                f = self._file(p, desc.run)
+                f = self.runs.file(p, desc.run)
                 first = desc.tag not in f.tags_with_metadata
                 if first:
                     f.tags_with_metadata.add(desc.tag)  # TensorBoard keeps only a tag's first metadata
-                self._step_went_back(p, desc, f, desc.tag)
+                self.runs.step(p, f, desc.tag, desc.step, desc.seq, desc.kind)
                 f.last_tag = desc.tag
                 f.append(scalar_event_bytes(desc.wall_time, desc.step, desc.tag, number, first))
                 p.written["scalar"] += 1
@@ -452,11 +380,11 @@ class Sidecar:
                     reason = f"{n} NaN/Inf values left out of the buckets (counted in stats())"
                     p.send(Notice(desc.seq, desc.kind, desc.tag, reason, written=True).pack())
                 p.nonfinite[desc.tag] += n
-            f = self._file(p, run)
+            f = self.runs.file(p, run)
             if metadata is not None and value.tag not in f.tags_with_metadata:
                 f.tags_with_metadata.add(value.tag)  # TensorBoard keeps only a tag's first metadata
                 value.metadata.CopyFrom(metadata)
-            self._step_went_back(p, desc, f, value.tag)
+            self.runs.step(p, f, value.tag, desc.step, desc.seq, desc.kind)
             ev = event_pb2.Event(wall_time=desc.wall_time, step=desc.step)
             ev.summary.value.append(value)
             f.last_tag = desc.tag
@@ -464,7 +392,7 @@ class Sidecar:
             p.written[name] += 1
 
     def _append_event(self, p: Producer, run: str, ev: event_pb2.Event) -> None:
-        self._file(p, run).append(ev.SerializeToString())
+        self.runs.file(p, run).append(ev.SerializeToString())
 
     def _session_start(self, p: Producer, desc: Descriptor) -> None:
         """``purge_step``: TensorBoard (file_version 2) purges on a *non-first*
@@ -477,7 +405,7 @@ class Sidecar:
             ev.session_log.status = event_pb2.SessionLog.START
             self._append_event(p, desc.run, ev)
         # The purged steps are logged again from purge_step on: not a step going backwards.
-        self.last_steps.pop(self._file(p, desc.run).path, None)
+        self.runs.forget_steps(self.runs.file(p, desc.run))
 
     def stats(self, p: Producer) -> dict[str, Any]:
         """``p``'s own counters, and the process's (shared by every producer it serves)."""
@@ -488,7 +416,7 @@ class Sidecar:
         mine = p.stats()
         return {
             **mine,
-            "bytes_written": sum(f.size for f in self.files.values() if f.path in p.opened),
+            "bytes_written": self.runs.bytes_of(p),
             "uploads": self.output.stats(),
             "cpu_seconds": cpu.user + cpu.system,
             "rss_bytes": proc.memory_info().rss,

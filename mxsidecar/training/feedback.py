@@ -22,8 +22,9 @@ from ..wire.arena import Arena
 from ..wire.descriptors import Kind, Notice
 from ..wire.framing import ChannelClosed
 from .backpressure import FlowControl
+from .launch import SidecarOptions
 from .remote import RemoteLogdir
-from .supervisor import SidecarOptions, Supervisor
+from .supervisor import Supervisor
 
 __all__ = ["SidecarFeedback"]
 

@@ -17,11 +17,9 @@
                       <-- EOF --------------------------------  on exit, crash or SIGKILL
         EOF -> (last: wait for the exit) -> SidecarError (sticky) or None, waiters woken
 
-One sidecar per node and log directory (``wire/handshake.py``): the first writer binds
-the address and starts the sidecar with the listening socket; the others connect.
-Binding is the lock: of two writers starting at once, one binds, the other's bind
-fails and it connects instead.  A writer of a URL logdir, or one made with
-``share_sidecar=False``, starts a sidecar of its own with no address.
+One sidecar per node and log directory: how a writer joins it or starts it is
+``launch.py``; a writer of a URL logdir, or one made with ``share_sidecar=False``,
+starts a sidecar of its own with no address.
 
 Death is detected by channel EOF, which the kernel delivers the moment the process
 is gone, whatever killed it: no polling, no sleeps.  The receiver then learns how it
@@ -32,13 +30,11 @@ pipeline, chained to the sidecar's own traceback when it sent one (as
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -47,82 +43,13 @@ from typing import Any
 from ..errors import RemoteTraceback, SidecarError
 from ..wire.descriptors import ErrorReport, Notice, Opened, Progress, StatsReply, decode_reply
 from ..wire.framing import Channel, ChannelClosed
-from ..wire.handshake import GOODBYE, WELCOME, Goodbye, Hello, Welcome, node_address
-from .remote import RemoteLogdir
+from ..wire.handshake import GOODBYE, WELCOME, Goodbye
+from . import launch
+from .launch import SidecarOptions
 
-__all__ = ["SidecarOptions", "Supervisor", "reap"]
+__all__ = ["Supervisor", "reap"]
 
-MALLOC_MMAP_THRESHOLD = 8 << 20  # bytes: larger blocks still come from (and go back to) mmap
-MALLOC_TRIM_THRESHOLD = 64 << 20  # bytes of free heap kept for the next item's temporaries
 REAP_TIMEOUT = 10.0  # after EOF the process is exiting; this bounds a stuck exit
-JOIN_TIMEOUT = 10.0  # a node sidecar answers a Hello within milliseconds, even at SCHED_IDLE
-JOIN_ATTEMPTS = 20  # connect/bind races with a sidecar that is leaving just then
-
-
-class SidecarOptions:
-    """What the sidecar is started with (its command line) and what we tell it (Hello)."""
-
-    def __init__(
-        self,
-        logdir: str,
-        arena_name: str,
-        flush_secs: float,
-        suffix: str = "",
-        file_index: int = 0,
-        nice: int = 10,
-        cpus: tuple[int, ...] = (),
-        sched_idle: bool = True,
-        remote: RemoteLogdir | None = None,
-        prefix: str = "",
-        share: bool = False,
-    ) -> None:
-        self.logdir = logdir  # the sidecar's directory; our runs are under ``prefix``
-        self.arena_name = arena_name
-        self.flush_secs = flush_secs
-        self.suffix = suffix
-        self.file_index = file_index
-        self.nice = nice
-        self.cpus = cpus
-        self.sched_idle = sched_idle
-        self.remote = remote  # a URL logdir: ``logdir`` is then its local spool
-        self.prefix = prefix
-        self.share = share and remote is None  # a URL logdir's sidecar uploads its own spool
-
-    def hello(self) -> Hello:
-        import psutil
-
-        ctime = psutil.Process().create_time()  # lets the sidecar tell us from a reused pid
-        return Hello(os.getpid(), ctime, self.arena_name, self.prefix, self.suffix, self.file_index, self.flush_secs)
-
-    def argv(self, fd: int, listen_fd: int = -1) -> list[str]:
-        # Every value is joined to its option as one word, and text (the logdir, the
-        # remote URL) travels as a JSON string: as a word of its own, a value
-        # starting with '-' is taken by argparse for an option (``--logdir -v2`` exits 2,
-        # ``--logdir --help`` prints the usage and exits 0), and even joined, argparse
-        # drops a value of exactly '--' (``--logdir=--`` parses as []).  A JSON string
-        # starts with '"', which argparse leaves alone; json round-trips any str,
-        # surrogate-escaped path bytes included.
-        argv = [
-            sys.executable, "-m", "mxsidecar.sidecar",
-            f"--fd={fd}",
-            "--logdir=" + json.dumps(self.logdir),
-            f"--nice={self.nice}",
-        ]  # fmt: skip
-        if listen_fd >= 0:
-            argv.append(f"--listen-fd={listen_fd}")
-        if self.cpus:
-            argv.append("--cpus=" + ",".join(map(str, self.cpus)))
-        if self.sched_idle:
-            argv.append("--sched-idle")
-        if self.remote is not None:
-            argv.append("--remote=" + json.dumps(self.remote.url))
-            argv.append("--storage-options=" + json.dumps(self.remote.storage_options))
-        return argv
-
-
-def _package_root() -> str:
-    """The directory holding the mxsidecar package (mxsidecar/training/supervisor.py)."""
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def reap(proc: subprocess.Popen[bytes], timeout: float) -> int:
@@ -181,12 +108,8 @@ class Supervisor:
         self._on_opened = on_opened
         self.close_requested = False
         self._goodbye: Goodbye | None = None
-        self.proc: subprocess.Popen[bytes] | None = None  # the sidecar, if we started it
-        self._pid = 0
-        hello = options.hello()
-        sock = self._join(hello) if options.share else None
-        if sock is None:
-            sock = self._start(hello)
+        self.proc: subprocess.Popen[bytes] | None  # the sidecar, if we started it
+        sock, self.proc, self._pid = launch.connect(options)
         self.channel = Channel(sock)
         self._receiver = threading.Thread(target=self._receive, name="mxsidecar-receiver", daemon=True)
         self._receiver.start()
@@ -195,106 +118,6 @@ class Supervisor:
     def shared(self) -> bool:
         """Whether this connection is to a node sidecar (which other writers may use)."""
         return self.options.share
-
-    def _join(self, hello: Hello) -> socket.socket | None:
-        """Join the node sidecar of our logdir, or start it; None: start a private one.
-
-        Returns the connected socket of a sidecar that welcomed us, or the socket pair
-        end of the one we started (``self.proc`` set).
-        """
-        address = node_address(self.options.logdir)
-        for _ in range(JOIN_ATTEMPTS):
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                sock.connect(address)
-            except (ConnectionRefusedError, FileNotFoundError):
-                sock.close()
-                listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                try:
-                    listener.bind(address)
-                except OSError:  # EADDRINUSE: another writer bound it just now; join it
-                    listener.close()
-                    continue
-                try:
-                    listener.listen(64)
-                    return self._start(hello, listener)
-                finally:
-                    listener.close()  # the sidecar holds its own copy; ours must not keep the name alive
-            try:
-                welcome = self._handshake(sock, hello)
-            except (ChannelClosed, OSError):
-                # The sidecar was leaving (its last producer closed just then): it closed
-                # the address and our connection with it.  Start or join the next one.
-                sock.close()
-                continue
-            if welcome.error:  # it cannot map our segment: serve ourselves
-                sock.close()
-                return None
-            self._pid = welcome.pid
-            return sock
-        return None
-
-    def _handshake(self, sock: socket.socket, hello: Hello) -> Welcome:
-        channel = Channel(sock)
-        sock.settimeout(JOIN_TIMEOUT)
-        try:
-            channel.send([hello.pack()])
-            frames: list[bytes] = []
-            while not frames:
-                frames = channel.recv()
-        except socket.timeout:
-            sock.close()
-            raise SidecarError(
-                f"the mxsidecar sidecar serving {self.options.logdir} on this machine did not answer within "
-                f"{JOIN_TIMEOUT:g}s; pass share_sidecar=False to start a sidecar of this writer's own"
-            ) from None
-        finally:
-            if sock.fileno() >= 0:
-                sock.settimeout(None)
-        # A sidecar answers a Hello with a lone Welcome, and sends nothing else before
-        # it has one of our descriptors.
-        return Welcome.unpack(frames[0])
-
-    def _start(self, hello: Hello, listener: socket.socket | None = None) -> socket.socket:
-        """Start a sidecar; ``listener``: the bound node address it will serve."""
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            # Buffered in the socket until the sidecar reads it: its first frame.
-            Channel(ours).send([hello.pack()])
-        except BaseException:
-            ours.close()
-            theirs.close()
-            raise
-        env = dict(os.environ)
-        # The child must import this very copy of mxsidecar, even from a source tree
-        # that is not installed (sys.path of a `-m` child starts at its cwd).
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
-        # The sidecar is one thread by design (invariant 9: training wins the CPU).  numpy's
-        # BLAS would otherwise start a thread per core for a histogram's sum of squares and
-        # spin them between calls: measured, half the sidecar's CPU in the heavy profile.
-        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[var] = "1"
-        # The encoders make numpy temporaries of 0.25-4 MB, item after item.  glibc's
-        # defaults serve those from mmap or trim them back to the kernel on free, so each
-        # one is page-faulted in afresh: measured, half of a histogram's time.  Keep them
-        # on the heap and keep up to MALLOC_TRIM_THRESHOLD_ of free heap (setting one of
-        # the two alone turns off glibc's adaptive threshold and is worse than neither).
-        # A user's own setting wins; other C libraries ignore these names.
-        env.setdefault("MALLOC_MMAP_THRESHOLD_", str(MALLOC_MMAP_THRESHOLD))
-        env.setdefault("MALLOC_TRIM_THRESHOLD_", str(MALLOC_TRIM_THRESHOLD))
-        fds = (theirs.fileno(),) if listener is None else (theirs.fileno(), listener.fileno())
-        argv = self.options.argv(theirs.fileno(), -1 if listener is None else listener.fileno())
-        try:
-            # subprocess execs at once (no Python runs between fork and exec), so
-            # MXNet's engine threads are never duplicated: invariant 3.
-            self.proc = subprocess.Popen(argv, pass_fds=fds, stdin=subprocess.DEVNULL, env=env, close_fds=True)
-        except BaseException:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
-        self._pid = self.proc.pid
-        return ours
 
     @property
     def pid(self) -> int:
