@@ -43,9 +43,10 @@ import numpy as np
 
 from ..formats.proto import _runtime, event_pb2
 from ..wire.arena import Arena
-from ..wire.descriptors import Descriptor, Kind, Notice, Op, Opened, Progress, StatsReply
+from ..wire.descriptors import SCALARS_OP, Descriptor, Kind, Notice, Op, Opened, Progress, StatsReply
 from ..wire.framing import Channel, ChannelClosed
 from . import faults
+from .batch import write_scalars
 from .encoders import encoder_for
 from .encoders.scalar import event_bytes as scalar_event_bytes
 from .output.event_file import EventFile
@@ -155,7 +156,10 @@ class Sidecar:
                     return
                 last_report = time.monotonic()
                 for i, frame in enumerate(frames, 1):
-                    self.handle(Descriptor.unpack(frame))
+                    if frame[:1] == SCALARS_OP:
+                        self.write_scalars(frame)  # a run of float scalars: sidecar/batch.py
+                    else:
+                        self.handle(Descriptor.unpack(frame))
                     if self.closed:
                         break
                     # Report inside a long batch too: a caller blocked on a full queue
@@ -218,6 +222,18 @@ class Sidecar:
         else:  # pragma: no cover - Descriptor.unpack already rejects unknown ops
             raise ValueError(f"unexpected op {desc.op}")
         self.done_seq = desc.seq
+
+    def write_scalars(self, frame: bytes) -> None:
+        start = time.perf_counter()
+        n, seq = write_scalars(frame, self._file)
+        self.written["scalar"] += n
+        self.busy["scalar"] = self.busy.get("scalar", 0.0) + time.perf_counter() - start
+        self.done_seq = seq
+        # A frame holds up to capture.SCALARS_PER_FRAME values: reporting after each
+        # lets a caller blocked on a full queue refill it while we write the next one.
+        # Written through first: "done" means "in the kernel".
+        self.flush_all()
+        self._report()
 
     def _arrays(self, desc: Descriptor) -> Any:
         """Views over the descriptor's span: one array, or a dict of its named parts."""

@@ -74,6 +74,15 @@ class EventFile:
         if self._pending_bytes >= AUTO_FLUSH_BYTES:
             self.flush()
 
+    def append_records(self, data: bytes, count: int) -> None:
+        """Append ``count`` whole records already framed (``records.frame``), joined:
+        the scalar fast path (``sidecar/batch.py``) frames a run of values at once."""
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        self.records += count
+        if self._pending_bytes >= AUTO_FLUSH_BYTES:
+            self.flush()
+
     def flush(self) -> None:
         """Write what is buffered; on failure, cut the file back to its last whole record."""
         if not self._pending:
@@ -90,12 +99,9 @@ class EventFile:
                 written += os.write(self._fd, data[written:])
         except OSError:
             # Keep every record that made it whole (a full disk stops mid-batch), and
-            # nothing after: never a partial record followed by more records.
-            whole = 0
-            for rec in pending:
-                if whole + len(rec) > written:
-                    break
-                whole += len(rec)
+            # nothing after: never a partial record followed by more records.  (A
+            # pending entry may hold several records: the lengths say where each ends.)
+            whole = records.whole_records_length(data[:written])
             try:
                 os.ftruncate(self._fd, self.size + whole)
                 self.size += whole
