@@ -102,6 +102,12 @@ class RollingEventFile:
         if f.size + f.buffered >= ROLL_BYTES:
             self.seal()
 
+    def append_records(self, data: bytes, count: int) -> None:
+        f = self._file()
+        f.append_records(data, count)  # whole records: a roll comes between two appends
+        if f.size + f.buffered >= ROLL_BYTES:
+            self.seal()
+
     def flush(self) -> None:
         if self._current is not None:
             self._current.flush()
