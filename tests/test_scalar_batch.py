@@ -243,3 +243,31 @@ def test_frame_is_tensorflows_record_layout() -> None:
     assert struct.unpack_from("<I", rec, 8)[0] == records.masked_crc32c(rec[:8])
     assert struct.unpack_from("<I", rec, len(rec) - 4)[0] == records.masked_crc32c(data)
     assert records.frame(data) == rec  # the cached header gives the same bytes
+
+
+def test_a_url_logdirs_spool_files_roll_between_values_each_with_its_metadata(tmp_path, monkeypatch) -> None:
+    """A URL logdir's spool files roll over at ROLL_BYTES (output/remote.py): the fast
+    path rolls them where appending value by value would (past the limit by at most the
+    record that crossed it), and each new file gets each tag's metadata again."""
+    roll = 4096
+    monkeypatch.setenv("MXSIDECAR_ROLL_BYTES", str(roll))  # a new file every ~45 values
+    spool = tmp_path / "spool"
+    with SidecarWriter("memory://bkt/run", spool_dir=str(spool), flush_secs=60) as sw:
+        for i in range(1000):
+            sw.add_scalar("loss", float(i), i)
+            sw.add_scalar("acc", -float(i), i)
+    files = event_files(str(spool))
+    assert len(files) >= 1000 * 2 * 45 // roll
+    steps: dict[str, list[int]] = {"loss": [], "acc": []}
+    for path in files:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        last = list(records.iter_records(data))[-1]
+        assert last.offset < roll  # the record that crossed the limit is the file's last
+        seen: set[str] = set()
+        for ev in read_events(path):
+            for v in ev.summary.value:
+                assert v.HasField("metadata") == (v.tag not in seen), (path, v.tag, ev.step)
+                seen.add(v.tag)
+                steps[v.tag].append(ev.step)
+    assert steps == {"loss": list(range(1000)), "acc": list(range(1000))}

@@ -51,6 +51,8 @@ def write_scalars(frame: bytes, file_for: Callable[[str], EventFile]) -> tuple[i
     known: dict[bytes, bytes] = {}
     out: list[bytes] = []
     last_tag_b = b""  # of the last value appended
+    room: float = 0.0  # bytes the file takes before it rolls over (remote.py), and taken so far
+    taken = 0
     while end - pos >= size:
         seq, step, wall_time, number, n_tag, n_run = unpack(frame, pos)
         pos += size
@@ -67,10 +69,13 @@ def write_scalars(frame: bytes, file_for: Callable[[str], EventFile]) -> tuple[i
             f = file_for(entry_run)
             run = entry_run
             known = {}
+            room, taken = f.room, 0
         if faults.active:  # the points a descriptor passes, for each value
             tag = _TAGS.get(tag_b) or _tag(tag_b)
             faults.hit("receive", tag)
             faults.hit("encode", tag)
+        if room < 0:
+            room = f.room
         pre = known.get(tag_b)
         if pre is not None:
             event = (
@@ -91,9 +96,16 @@ def write_scalars(frame: bytes, file_for: Callable[[str], EventFile]) -> tuple[i
         # records.frame, inlined: its call costs as much as the framing
         crc = crc32c(event)
         masked = (((crc >> 15) | (crc << 17)) + mask) & 0xFFFFFFFF
-        out.append((headers.get(len(event)) or header(len(event))) + event + pack_crc(masked))
+        record = (headers.get(len(event)) or header(len(event))) + event + pack_crc(masked)
+        out.append(record)
         count += 1
         last_tag_b = tag_b
+        taken += len(record)
+        if taken >= room:  # the file rolls over here (a URL logdir): the next one starts
+            _append(f, out, last_tag_b)  # with no tag's metadata, as append() would see it
+            out = []
+            known = {}
+            room, taken = -1.0, 0  # asked at the next value: no file opens for none
     if out:
         _append(f, out, last_tag_b)
     if pos != end:

@@ -62,6 +62,12 @@ class EventFile:
         self.flush()
 
     @property
+    def room(self) -> float:
+        """Bytes this file takes before it is sealed and the next one opened: a local
+        event file never is (a URL logdir's spool files are: ``remote.py``)."""
+        return float("inf")
+
+    @property
     def buffered(self) -> int:
         """Bytes appended but not yet written (``size`` counts those on disk)."""
         return self._pending_bytes

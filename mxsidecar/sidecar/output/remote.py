@@ -102,9 +102,16 @@ class RollingEventFile:
         if f.size + f.buffered >= ROLL_BYTES:
             self.seal()
 
-    def append_records(self, data: bytes, count: int) -> None:
+    @property
+    def room(self) -> float:
         f = self._file()
-        f.append_records(data, count)  # whole records: a roll comes between two appends
+        return ROLL_BYTES - f.size - f.buffered
+
+    def append_records(self, data: bytes, count: int) -> None:
+        # The scalar fast path appends runs of records no longer than ``room`` allows
+        # past the limit (one record), so files roll where append() would roll them.
+        f = self._file()
+        f.append_records(data, count)
         if f.size + f.buffered >= ROLL_BYTES:
             self.seal()
 
