@@ -25,7 +25,8 @@ from mxsidecar.formats import records
 from mxsidecar.sidecar.batch import write_scalars
 from mxsidecar.sidecar.faults import ENV
 from mxsidecar.sidecar.output.event_file import EventFile
-from mxsidecar.training.capture import SCALARS_PER_FRAME, STOP, CompletionThread
+from mxsidecar.training import capture
+from mxsidecar.training.capture import BURST_ITEMS, SCALARS_PER_FRAME, STOP, CompletionThread
 from mxsidecar.wire.descriptors import SCALARS_OP, Descriptor, Kind, Op, pack_scalar_entry, unpack_frame
 
 pytestmark = pytest.mark.timeout(120)
@@ -271,3 +272,24 @@ def test_a_url_logdirs_spool_files_roll_between_values_each_with_its_metadata(tm
                 seen.add(v.tag)
                 steps[v.tag].append(ev.step)
     assert steps == {"loss": list(range(1000)), "acc": list(range(1000))}
+
+
+@pytest.mark.parametrize("first_batch,sleeps", [(BURST_ITEMS, 1), (BURST_ITEMS - 1, 2)])
+def test_no_batching_delay_within_a_sustained_burst(monkeypatch, first_batch, sleeps) -> None:
+    """The completion thread waits BATCH_DELAY for company after a quiet spell, not
+    after a batch of BURST_ITEMS or more (a caller refilling a full queue): that delay
+    would leave the sidecar idle while the caller waits.  No clock: sleeps are counted."""
+    slept: list[float] = []
+    monkeypatch.setattr(capture.time, "sleep", slept.append)
+    t: CompletionThread
+
+    def send(payloads: list[bytes], last: int) -> None:
+        if last == first_batch:  # the caller logs again once the first batch is out
+            t.put(scalar_item(last + 1))
+            t.put(STOP)
+
+    t = CompletionThread(send, lambda exc: None)
+    for i in range(1, first_batch + 1):
+        t.put(scalar_item(i))
+    t.run()
+    assert len(slept) == sleeps

@@ -45,6 +45,11 @@ MAX_BATCH = 512  # frames per sendall; bounds the latency of the first one in a 
 # price is up to this much extra latency before values reach the sidecar.
 BATCH_DELAY = 0.002
 
+# ... but not when the last batch held this many items: a sustained burst (a caller
+# blocked on a full queue, refilling it at each progress report), where the delay
+# would only leave the sidecar idle while the caller waits.
+BURST_ITEMS = 64
+
 # Values per SCALARS frame.  The sidecar reports progress after each frame, so under
 # a sustained burst (max_queue=1024 full, on_full='block') a blocked caller refills
 # the queue while the sidecar writes the next frames, instead of after a whole batch.
@@ -271,6 +276,7 @@ class CompletionThread(threading.Thread):
         entries: list[bytes] = []  # the SCALARS frame being built, in seq order
         last = [0]
         pack_entry = SCALAR_ENTRY.pack
+        previous = 0  # items in the last batch
         item_op, scalar_kind = int(Op.ITEM), int(Kind.SCALAR)
 
         def send() -> None:
@@ -286,7 +292,7 @@ class CompletionThread(threading.Thread):
                 batch = [q.get()]
                 # FLUSH, CLOSE, STATS and STOP have a caller waiting on them and end a
                 # burst rather than start one: no reason to wait for company.
-                if batch[0] is not STOP and batch[0][0] == Op.ITEM:
+                if batch[0] is not STOP and batch[0][0] == Op.ITEM and previous < BURST_ITEMS:
                     time.sleep(BATCH_DELAY)
                 while len(batch) < MAX_BATCH:
                     try:
@@ -324,6 +330,7 @@ class CompletionThread(threading.Thread):
                     payloads.append(pack_descriptor(*item[:-1]))
                     last[0] = seq
                 send()
+                previous = len(batch)
                 # Each item's tuple (and numpy views it may pin) goes now, not at the next burst.
                 del batch, item, pending
         except ChannelClosed:
