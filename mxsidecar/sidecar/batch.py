@@ -44,7 +44,7 @@ def write_scalars(frame: bytes, file_for: Callable[[str], EventFile]) -> tuple[i
     mask = records.MASK_DELTA
     pos, end = 1, len(frame)
     count = seq = 0
-    f: EventFile | None = None
+    f: EventFile | None = None  # the first entry always opens one: its run differs from None
     run: str | None = None
     # tag bytes -> summary prefix, for tags whose metadata this file already has: the
     # one lookup most values need.  Rebuilt when the run (the file) changes.
@@ -75,6 +75,7 @@ def write_scalars(frame: bytes, file_for: Callable[[str], EventFile]) -> tuple[i
             faults.hit("receive", tag)
             faults.hit("encode", tag)
         if room < 0:
+            assert f is not None
             room = f.room
         pre = known.get(tag_b)
         if pre is not None:

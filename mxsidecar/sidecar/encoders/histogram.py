@@ -161,7 +161,7 @@ def _float32_table() -> np.ndarray[Any, Any]:
 
 def _float32_bucket_index(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """``searchsorted(_limits(float32), x, side='right')`` for finite float32 ``x``."""
-    idx = _float32_table()[x.view(np.uint32) >> _F32_SHIFT]
+    idx: np.ndarray[Any, Any] = _float32_table()[x.view(np.uint32) >> _F32_SHIFT]
     unsure = np.flatnonzero(idx < 0)
     if unsure.size:
         idx[unsure] = np.searchsorted(_limits(x.dtype), x[unsure], side="right")
