@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from mxsidecar import SidecarWriter
+from mxsidecar.sidecar.encoders import histogram as histogram_encoder
 from mxsidecar.sidecar.encoders.histogram import DBL_MAX, TF_LIMITS, histogram_pb, tf_bucket_index
 
 pytestmark = pytest.mark.timeout(120)
@@ -31,6 +32,21 @@ def test_bucket_index_equals_binary_search_on_edges(dtype) -> None:
     x = np.concatenate([x, lim, np.nextafter(lim, dtype(np.inf)), np.nextafter(lim, dtype(-np.inf)), [0.0, -0.0]])
     x = x[np.isfinite(x)].astype(dtype)
     np.testing.assert_array_equal(tf_bucket_index(x), np.searchsorted(lim, x, side="right"))
+
+
+def test_float32_bucket_table_equals_binary_search_on_edges() -> None:
+    """float32's bucket comes from a table over the top bits of each value, with an
+    exact search for prefixes a limit cuts: on and around every limit, subnormals,
+    zeros and the extremes, it is the search's answer."""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(200_000) * np.exp(rng.uniform(-80, 80, 200_000))).astype(np.float32)
+    lim = TF_LIMITS.astype(np.float32)
+    near = [np.nextafter(lim, np.float32(s)) for s in (np.inf, -np.inf)]
+    near += [np.nextafter(n, np.float32(s)) for n, s in zip(near, (np.inf, -np.inf))]  # two ulps away
+    tiny = np.array([1e-45, -1e-45, 1e-40, -1e-40, 1.2e-38, np.finfo(np.float32).max, -np.finfo(np.float32).max])
+    x = np.concatenate([x, lim, *near, tiny.astype(np.float32), np.float32([0.0, -0.0])]).astype(np.float32)
+    x = x[np.isfinite(x)]
+    np.testing.assert_array_equal(histogram_encoder._float32_bucket_index(x), np.searchsorted(lim, x, side="right"))
 
 
 @settings(max_examples=60, deadline=None)

@@ -185,7 +185,18 @@ def test_completion_thread_failure_is_an_error_not_a_hang(tmp_path, monkeypatch)
             raise RuntimeError("injected packing failure")
         return real(*fields)
 
+    class ExplodingEntry:  # float scalars travel packed as SCALARS entries: (seq, step, ...)
+        size = capture.SCALAR_ENTRY.size
+
+        @staticmethod
+        def pack(*fields):
+            if fields[1] == 2:
+                raise RuntimeError("injected packing failure")
+            return real_entry.pack(*fields)
+
+    real_entry = capture.SCALAR_ENTRY
     monkeypatch.setattr(capture, "pack_descriptor", exploding)
+    monkeypatch.setattr(capture, "SCALAR_ENTRY", ExplodingEntry)
     sw = SidecarWriter(str(tmp_path))
     sw.add_scalar("ok", 1, 1)
     sw.flush()

@@ -3,7 +3,7 @@
 Byte formats stay free of I/O (like TensorBoard's ``record_writer.py``): :func:`frame`
 turns a serialized ``Event`` into the bytes of one record, and :func:`iter_records`
 walks a buffer record by record, checking both checksums.  Files are opened in
-:mod:`mxsidecar.events`, nowhere else.
+:mod:`mxsidecar.sidecar.output.event_file`, nowhere else.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ __all__ = [
     "frame",
     "iter_records",
     "masked_crc32c",
+    "whole_records_length",
 ]
 
 _MASK_DELTA = 0xA282EAD8
@@ -40,6 +41,26 @@ def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
+# For framing loops elsewhere (the sidecar's scalar fast path inlines frame()).
+crc32c = _crc32c.crc32c
+CRC = _CRC
+MASK_DELTA = _MASK_DELTA
+# Record headers by data length: a length's header and its checksum never change, and
+# the events of one kind (a scalar with a given tag, say) come in few lengths.
+HEADERS: dict[int, bytes] = {}  # filled by record_header
+
+
+def record_header(n: int) -> bytes:
+    """The 12 bytes before a record's data of length ``n``: length and its checksum."""
+    header = HEADERS.get(n)
+    if header is None:
+        length = _LENGTH.pack(n)
+        header = length + _CRC.pack(masked_crc32c(length))
+        if len(HEADERS) < 4096:  # bounded: events of every size still frame, uncached
+            HEADERS[n] = header
+    return header
+
+
 def frame(data: bytes) -> bytes:
     """Return one TFRecord holding ``data``.
 
@@ -49,9 +70,25 @@ def frame(data: bytes) -> bytes:
         uint32    masked crc32c of length
         byte      data[length]
         uint32    masked crc32c of data
+
+    The sidecar frames every event it writes, so this is on the scalar's hot path:
+    :func:`masked_crc32c` is inlined and the header comes from a cache.
     """
-    header = _LENGTH.pack(len(data))
-    return b"".join((header, _CRC.pack(masked_crc32c(header)), data, _CRC.pack(masked_crc32c(data))))
+    header = HEADERS.get(len(data)) or record_header(len(data))
+    crc = crc32c(data)
+    return header + data + _CRC.pack((((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF)
+
+
+def whole_records_length(buf: bytes | bytearray | memoryview) -> int:
+    """How many leading bytes of ``buf`` are whole records (lengths only, no checksums:
+    for bytes we framed ourselves, e.g. to cut a file back after a partial write)."""
+    pos, end = 0, len(buf)
+    while end - pos >= HEADER_SIZE:
+        (length,) = _LENGTH.unpack_from(buf, pos)
+        if pos + HEADER_SIZE + length + FOOTER_SIZE > end:
+            break
+        pos += HEADER_SIZE + length + FOOTER_SIZE
+    return pos
 
 
 class RecordError(ValueError):

@@ -49,10 +49,11 @@ from typing import Any
 import numpy as np
 
 from ..formats.proto import _runtime, event_pb2
-from ..wire.descriptors import Descriptor, ErrorReport, Kind, Notice, Op, StatsReply
+from ..wire.descriptors import SCALARS_OP, Descriptor, ErrorReport, Kind, Notice, Op, StatsReply
 from ..wire.framing import Channel, ChannelClosed
 from ..wire.handshake import Goodbye
 from . import faults
+from .batch import write_scalars
 from .encoders import encoder_for
 from .encoders.scalar import event_bytes as scalar_event_bytes
 from .output.storage import LocalDirectory
@@ -177,6 +178,9 @@ class Sidecar:
     def _handle_batch(self, p: Producer, frames: list[bytes]) -> None:
         last_report = time.monotonic()
         for i, frame in enumerate(frames, 1):
+            if frame[:1] == SCALARS_OP:
+                self.write_scalars(p, frame)  # a run of float scalars: sidecar/batch.py
+                continue
             desc = Descriptor.unpack(frame)
             if desc.op == Op.CLOSE:
                 self._close_producer(p, desc.seq)
@@ -305,6 +309,25 @@ class Sidecar:
         else:  # pragma: no cover - Descriptor.unpack already rejects unknown ops
             raise ValueError(f"unexpected op {desc.op}")
         p.done_seq = desc.seq
+
+    def write_scalars(self, p: Producer, frame: bytes) -> None:
+        """A SCALARS frame (a run of float scalars, sidecar/batch.py) of producer ``p``."""
+        start = time.perf_counter()
+        n, seq = write_scalars(frame, lambda run: self.runs.file(p, run), self.runs.last_steps, self._went_back(p))
+        p.written["scalar"] += n
+        p.busy["scalar"] = p.busy.get("scalar", 0.0) + time.perf_counter() - start
+        p.done_seq = seq
+        # A frame holds up to capture.SCALARS_PER_FRAME values: reporting after each
+        # lets a caller blocked on a full queue refill it while we write the next one.
+        # Written through first: "done" means "in the kernel".
+        self.flush_all()
+        p.report()
+
+    def _went_back(self, p: Producer) -> Any:
+        def report(f: Any, tag: str, step: int, last: int, seq: int) -> None:
+            self.runs.report_backwards(p, f, tag, step, last, seq, Kind.SCALAR)
+
+        return report
 
     def _arrays(self, p: Producer, desc: Descriptor) -> Any:
         """Views over the descriptor's span: one array, or a dict of its named parts."""

@@ -105,14 +105,22 @@ class RunFiles:
             steps = self.last_steps[f.path] = {}
         last = steps.get(tag)
         steps[tag] = step
-        if last is not None and step < last and (f.path, tag) not in self.backwards:
-            self.backwards.add((f.path, tag))
-            reason = (
-                f"step {step} written after step {last} in {os.path.dirname(f.path)}; TensorBoard drops "
-                "points of a tag whose steps go backwards (several processes: give each its own tags); "
-                "warned once per run and tag"
-            )
-            producer.send(Notice(seq, kind, tag, reason, written=True).pack())
+        if last is not None and step < last:
+            self.report_backwards(producer, f, tag, step, last, seq, kind)
+
+    def report_backwards(
+        self, producer: Producer, f: EventFile, tag: str, step: int, last: int, seq: int, kind: int
+    ) -> None:
+        """Tell ``producer`` (once per file and tag) that ``tag``'s step went backwards."""
+        if (f.path, tag) in self.backwards:
+            return
+        self.backwards.add((f.path, tag))
+        reason = (
+            f"step {step} written after step {last} in {os.path.dirname(f.path)}; TensorBoard drops "
+            "points of a tag whose steps go backwards (several processes: give each its own tags); "
+            "warned once per run and tag"
+        )
+        producer.send(Notice(seq, kind, tag, reason, written=True).pack())
 
     def forget_steps(self, f: EventFile) -> None:
         """``purge_step``: the steps from there on are logged again, not backwards."""

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..wire.descriptors import Op, pack_descriptor
+from ..wire.descriptors import SCALAR_ENTRY, SCALARS_OP, Kind, Op, pack_descriptor
 from ..wire.framing import ChannelClosed
 
 __all__ = ["STOP", "CompletionThread", "copy_numpy", "skip_descriptor"]
@@ -44,6 +44,16 @@ MAX_BATCH = 512  # frames per sendall; bounds the latency of the first one in a 
 # Waking once per burst instead of once per item keeps add_* at its own cost; the
 # price is up to this much extra latency before values reach the sidecar.
 BATCH_DELAY = 0.002
+
+# ... but not when the last batch held this many items: a sustained burst (a caller
+# blocked on a full queue, refilling it at each progress report), where the delay
+# would only leave the sidecar idle while the caller waits.
+BURST_ITEMS = 64
+
+# Values per SCALARS frame.  The sidecar reports progress after each frame, so under
+# a sustained burst (max_queue=1024 full, on_full='block') a blocked caller refills
+# the queue while the sidecar writes the next frames, instead of after a whole batch.
+SCALARS_PER_FRAME = 128
 
 STOP = ("stop",)  # sentinel: the completion thread exits after what precedes it
 
@@ -253,12 +263,26 @@ class CompletionThread(threading.Thread):
 
     def run(self) -> None:
         """``send(payloads, last_seq)`` gets the frames of a batch and the batch's last
-        seq, control descriptors included."""
+        seq, control descriptors included.
+
+        Consecutive float scalars (the kind logged by the thousand: no span, no text,
+        no options) go as one SCALARS frame (``wire/descriptors.py``): one struct pack
+        per value here, and one frame for the sidecar to walk, instead of a framed
+        descriptor each.  This thread holds the GIL while it packs, and the training
+        thread wants it back, so the per-value cost here is the caller's cost too.
+        """
         q = self.queue
         payloads: list[bytes] = []
+        entries: list[bytes] = []  # the SCALARS frame being built, in seq order
         last = [0]
+        pack_entry = SCALAR_ENTRY.pack
+        previous = 0  # items in the last batch
+        item_op, scalar_kind = int(Op.ITEM), int(Kind.SCALAR)
 
         def send() -> None:
+            if entries:
+                payloads.append(SCALARS_OP + b"".join(entries))
+                entries.clear()
             if payloads:
                 self._send(payloads[:], last[0])
                 payloads.clear()
@@ -268,7 +292,7 @@ class CompletionThread(threading.Thread):
                 batch = [q.get()]
                 # FLUSH, CLOSE, STATS and STOP have a caller waiting on them and end a
                 # burst rather than start one: no reason to wait for company.
-                if batch[0] is not STOP and batch[0][0] == Op.ITEM:
+                if batch[0] is not STOP and batch[0][0] == Op.ITEM and previous < BURST_ITEMS:
                     time.sleep(BATCH_DELAY)
                 while len(batch) < MAX_BATCH:
                     try:
@@ -279,7 +303,19 @@ class CompletionThread(threading.Thread):
                     if item is STOP:
                         send()
                         return
-                    pending = item[-1]
+                    op, seq, kind, tag, step, wall, run, number, text, _, nbytes, _, _, options, pending = item
+                    if kind == scalar_kind and op == item_op and pending is None and not (nbytes or text or options):
+                        tag_b = tag.encode()
+                        run_b = run.encode()
+                        entries.append(pack_entry(seq, step, wall, number, len(tag_b), len(run_b)) + tag_b + run_b)
+                        last[0] = seq
+                        if len(entries) >= SCALARS_PER_FRAME:
+                            payloads.append(SCALARS_OP + b"".join(entries))
+                            entries.clear()
+                        continue
+                    if entries:  # the scalars before this item go first: order is seq order
+                        payloads.append(SCALARS_OP + b"".join(entries))
+                        entries.clear()
                     if pending is not None:
                         send()  # let the sidecar work while we wait on the engine
                         self.waiting_for_engine = True
@@ -287,15 +323,16 @@ class CompletionThread(threading.Thread):
                             pending()
                         except Exception as exc:
                             payloads.append(skip_descriptor(item, exc))
-                            last[0] = item[1]
+                            last[0] = seq
                             continue
                         finally:
                             self.waiting_for_engine = False
                     payloads.append(pack_descriptor(*item[:-1]))
-                    last[0] = item[1]
+                    last[0] = seq
                 send()
+                previous = len(batch)
                 # Each item's tuple (and numpy views it may pin) goes now, not at the next burst.
-                del batch, item
+                del batch, item, pending
         except ChannelClosed:
             # The sidecar is gone for good (the pipeline did not restart it): the
             # receiver thread explains why, and what is still queued is lost with it.

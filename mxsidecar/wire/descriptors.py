@@ -14,6 +14,17 @@ Wire layout of a trainer -> sidecar descriptor (little-endian), framed by
     f64 number | u64 offset | u64 nbytes | i64 dims[ndim]
     u32 len(tag) | u32 len(run) | u32 len(text) | u32 len(options) | the four byte strings
 
+A run of float scalars (ITEMs of kind SCALAR whose value travels in the descriptor,
+with consecutive seqs) may instead travel as one SCALARS frame, ``u8 op`` followed by
+one entry per value::
+
+    u64 seq | i64 step | f64 wall_time | f64 number | u32 len(tag) | u32 len(run) | tag | run
+
+It means exactly what the same ITEM descriptors in the same order mean
+(:func:`unpack_frame` expands it into them); it exists because the scalar is the kind
+logged by the million, and one frame of fixed-layout entries costs both sides a
+fraction of a framed descriptor each: one ``struct`` pack or unpack per value, no
+per-value frame, no Descriptor object on the sidecar's fast path.
 Sidecar -> trainer replies start with their op byte and carry what their class says.
 """
 
@@ -38,6 +49,8 @@ __all__ = [
     "StatsReply",
     "decode_reply",
     "pack_descriptor",
+    "pack_scalar_entry",
+    "unpack_frame",
 ]
 
 
@@ -50,6 +63,7 @@ class Op(IntEnum):
     CLOSE = 3  # drain, fsync, exit
     STATS = 4  # reply with StatsReply
     SKIP = 5  # an item that failed in the trainer after its seq was taken (text says why)
+    SCALARS = 6  # consecutive float-scalar ITEMs in one frame (module docstring)
     # sidecar -> trainer
     PROGRESS = 10  # every descriptor up to done_seq is handled, its span free again
     ERROR = 11  # the sidecar is about to exit because of this traceback
@@ -189,6 +203,38 @@ def pack_descriptor(
     dims = struct.pack(f"<{len(shape)}q", *shape) if shape else b""
     lens = _LENS.pack(len(tag_b), len(run_b), len(text_b), len(opts))
     return b"".join((head, dims, lens, tag_b, run_b, text_b, opts))
+
+
+# One entry of a SCALARS frame, before its tag and run bytes.
+SCALAR_ENTRY = struct.Struct("<QqddII")
+SCALARS_OP = bytes([Op.SCALARS])  # the first byte of a SCALARS frame
+
+
+def pack_scalar_entry(seq: int, step: int, wall_time: float, number: float, tag: str, run: str = "") -> bytes:
+    """One value of a SCALARS frame (the frame is ``SCALARS_OP`` + its entries, joined)."""
+    tag_b = tag.encode()
+    run_b = run.encode()
+    return SCALAR_ENTRY.pack(seq, step, wall_time, number, len(tag_b), len(run_b)) + tag_b + run_b
+
+
+def unpack_frame(buf: bytes) -> list[Descriptor]:
+    """The descriptors of one frame: a SCALARS frame holds several, any other one."""
+    if buf[:1] != SCALARS_OP:
+        return [Descriptor.unpack(buf)]
+    out = []
+    pos, end, size = 1, len(buf), SCALAR_ENTRY.size
+    while pos < end:
+        if end - pos < size:
+            raise ValueError(f"SCALARS frame of {end} bytes ends inside an entry at byte {pos}")
+        seq, step, wall_time, number, n_tag, n_run = SCALAR_ENTRY.unpack_from(buf, pos)
+        pos += size
+        if end - pos < n_tag + n_run:
+            raise ValueError(f"SCALARS frame of {end} bytes ends inside the strings of entry {seq}")
+        tag = buf[pos : pos + n_tag].decode()
+        run = buf[pos + n_tag : pos + n_tag + n_run].decode()
+        pos += n_tag + n_run
+        out.append(Descriptor(Op.ITEM, seq, Kind.SCALAR, tag, step, wall_time, run, number))
+    return out
 
 
 _PROGRESS = struct.Struct("<BQ")

@@ -63,8 +63,16 @@ _INF, _NINF = _FLOAT.pack(float("inf")), _FLOAT.pack(float("-inf"))
 
 
 def _varint(n: int) -> bytes:
+    # Steps run to the millions: the lengths a step takes are unrolled (a loop over a
+    # bytearray costs the sidecar about a microsecond per scalar).
     if n < 0x80:
         return _SMALL[n]
+    if n < 0x4000:
+        return bytes((n & 0x7F | 0x80, n >> 7))
+    if n < 0x200000:
+        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14))
+    if n < 0x10000000:
+        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14 & 0x7F | 0x80, n >> 21))
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -74,10 +82,11 @@ def _varint(n: int) -> bytes:
 
 
 _SMALL = [bytes([i]) for i in range(0x80)]
+_STEP_SMALL = [bytes([0x10, i]) for i in range(0x80)]
 _tag_fields: dict[str, bytes] = {}  # tag -> Value.tag field + tensor head: a run has few tags
 
 
-def _float32(value: float) -> bytes:
+def float32_bytes(value: float) -> bytes:
     try:
         return _FLOAT.pack(value)
     except OverflowError:  # beyond float32: protobuf stores an infinity, and so do we
@@ -92,13 +101,43 @@ def event_bytes(wall_time: float, step: int, tag: str, value: float, with_metada
         head = (b"\x0a" + _varint(len(tag_b)) + tag_b if tag_b else b"") + _TENSOR_HEAD
         if len(_tag_fields) < 100_000:  # bounded: a run logging endless new tags still works
             _tag_fields[tag] = head
-    body = head + _float32(value) + _METADATA_FIELD if with_metadata else head + _float32(value)
+    body = head + float32_bytes(value) + _METADATA_FIELD if with_metadata else head + float32_bytes(value)
     n = len(body)
     summary = b"\x0a" + _varint(n) + body
     out = b"\x09" + _DOUBLE.pack(wall_time) if wall_time != 0.0 else b""
     if step:
         out += b"\x10" + _varint(step)
     return out + b"\x2a" + _varint(n + 1 + len(_varint(n))) + summary
+
+
+# The scalar fast path (``sidecar/batch.py``) builds an event from two cached parts:
+#   [wall_time field][step field] + summary_prefix(tag) + float32 value
+# (a tag's first value in a file, which carries the metadata, goes through event_bytes).
+WALL_TIME_FIELD = struct.Struct("<Bd")  # (0x09, wall_time): Event field 1, a double
+_prefixes: dict[bytes, bytes] = {}
+
+
+def step_field(step: int) -> bytes:
+    """Event field 2 (step, a varint), for a step > 0 (protobuf omits a zero step)."""
+    if step < 0x80:
+        return _STEP_SMALL[step]
+    if step < 0x4000:
+        return bytes((0x10, step & 0x7F | 0x80, step >> 7))
+    if step < 0x200000:
+        return bytes((0x10, step & 0x7F | 0x80, step >> 7 & 0x7F | 0x80, step >> 14))
+    return b"\x10" + _varint(step)
+
+
+def summary_prefix(tag_b: bytes) -> bytes:
+    """Event field 5 (summary) of a scalar without metadata, all but its 4 value bytes."""
+    pre = _prefixes.get(tag_b)
+    if pre is None:
+        head = (b"\x0a" + _varint(len(tag_b)) + tag_b if tag_b else b"") + _TENSOR_HEAD
+        n = len(head) + 4  # the Value: its tag and tensor, the float included
+        pre = b"\x2a" + _varint(n + 1 + len(_varint(n))) + b"\x0a" + _varint(n) + head
+        if len(_prefixes) < 100_000:  # bounded, as _tag_fields
+            _prefixes[tag_b] = pre
+    return pre
 
 
 _md = METADATA.SerializeToString()

@@ -62,6 +62,12 @@ class EventFile:
         self.flush()
 
     @property
+    def room(self) -> float:
+        """Bytes this file takes before it is sealed and the next one opened: a local
+        event file never is (a URL logdir's spool files are: ``remote.py``)."""
+        return float("inf")
+
+    @property
     def buffered(self) -> int:
         """Bytes appended but not yet written (``size`` counts those on disk)."""
         return self._pending_bytes
@@ -71,6 +77,15 @@ class EventFile:
         self._pending.append(rec)
         self._pending_bytes += len(rec)
         self.records += 1
+        if self._pending_bytes >= AUTO_FLUSH_BYTES:
+            self.flush()
+
+    def append_records(self, data: bytes, count: int) -> None:
+        """Append ``count`` whole records already framed (``records.frame``), joined:
+        the scalar fast path (``sidecar/batch.py``) frames a run of values at once."""
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        self.records += count
         if self._pending_bytes >= AUTO_FLUSH_BYTES:
             self.flush()
 
@@ -90,12 +105,9 @@ class EventFile:
                 written += os.write(self._fd, data[written:])
         except OSError:
             # Keep every record that made it whole (a full disk stops mid-batch), and
-            # nothing after: never a partial record followed by more records.
-            whole = 0
-            for rec in pending:
-                if whole + len(rec) > written:
-                    break
-                whole += len(rec)
+            # nothing after: never a partial record followed by more records.  (A
+            # pending entry may hold several records: the lengths say where each ends.)
+            whole = records.whole_records_length(data[:written])
             try:
                 os.ftruncate(self._fd, self.size + whole)
                 self.size += whole

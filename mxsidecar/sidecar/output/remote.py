@@ -102,6 +102,19 @@ class RollingEventFile:
         if f.size + f.buffered >= ROLL_BYTES:
             self.seal()
 
+    @property
+    def room(self) -> float:
+        f = self._file()
+        return ROLL_BYTES - f.size - f.buffered
+
+    def append_records(self, data: bytes, count: int) -> None:
+        # The scalar fast path appends runs of records no longer than ``room`` allows
+        # past the limit (one record), so files roll where append() would roll them.
+        f = self._file()
+        f.append_records(data, count)
+        if f.size + f.buffered >= ROLL_BYTES:
+            self.seal()
+
     def flush(self) -> None:
         if self._current is not None:
             self._current.flush()
