@@ -80,7 +80,7 @@ def test_a_scalars_frame_writes_tensorboards_records(tmp_path_factory, entries) 
     frame = SCALARS_OP + b"".join(pack_scalar_entry(i + 1, s, w, v, t, r) for i, (w, s, t, r, v) in enumerate(entries))
     went_back: list[tuple[str, str, int, int, int]] = []
     last_steps: dict[str, dict[str, int]] = {}
-    count, last = write_scalars(
+    count, last, nbytes = write_scalars(
         frame, file_for, last_steps, lambda f, tag, step, prev, seq: went_back.append((f.path, tag, step, prev, seq))
     )
     assert (count, last) == (len(entries), len(entries))
@@ -101,9 +101,11 @@ def test_a_scalars_frame_writes_tensorboards_records(tmp_path_factory, entries) 
             data = fh.read()
         first_record = next(records.iter_records(data))
         assert data[first_record.offset + 12 + len(first_record.data) + 4 :] == b"".join(expected[run])
+        nbytes -= len(data) - (first_record.offset + 12 + len(first_record.data) + 4)
         assert f.records == 1 + len(expected[run])
     assert set(files) == set(expected)
     assert went_back == backwards
+    assert nbytes == 0  # the bytes reported are those of the records appended, every one
     assert last_steps == {files[r].path: {t: s for (rr, t), s in steps.items() if rr == r} for r in files}
 
 

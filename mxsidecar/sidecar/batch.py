@@ -36,9 +36,9 @@ def write_scalars(
     file_for: Callable[[str], EventFile],
     last_steps: dict[str, dict[str, int]],
     went_back: Callable[[EventFile, str, int, int, int], None],
-) -> tuple[int, int]:
+) -> tuple[int, int, int]:
     """Append the event of every scalar in a SCALARS ``frame`` to its run's file
-    (``file_for(run)``, in the order of the entries); return (values, last seq).
+    (``file_for(run)``, in the order of the entries); return (values, last seq, bytes).
 
     ``last_steps`` (event file path -> tag -> last step, shared with the descriptor
     path: ``runs.py``) is kept up to date; ``went_back(file, tag, step, last, seq)`` is
@@ -52,7 +52,7 @@ def write_scalars(
     headers, header, crc32c, pack_crc = records.HEADERS, records.record_header, records.crc32c, records.CRC.pack
     mask = records.MASK_DELTA
     pos, end = 1, len(frame)
-    count = seq = 0
+    count = seq = nbytes = 0
     f: EventFile | None = None  # the first entry always opens one: its run differs from None
     run: str | None = None
     # tag bytes -> summary prefix, for tags whose metadata this file already has: the
@@ -115,6 +115,7 @@ def write_scalars(
         record = (headers.get(len(event)) or header(len(event))) + event + pack_crc(masked)
         out.append(record)
         count += 1
+        nbytes += len(record)
         last_tag_b = tag_b
         taken += len(record)
         if taken >= room:  # the file rolls over here (a URL logdir): the next one starts
@@ -126,7 +127,7 @@ def write_scalars(
         _append(f, out, last_tag_b)
     if pos != end:
         raise ValueError(f"SCALARS frame of {end} bytes ends inside an entry at byte {pos}")
-    return count, seq
+    return count, seq, nbytes
 
 
 def _append(f: EventFile | None, out: list[bytes], tag_b: bytes) -> None:

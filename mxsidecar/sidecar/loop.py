@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import os
 import select
+import selectors
 import socket
 import time
 import traceback
@@ -68,6 +69,7 @@ __all__ = ["Sidecar"]
 PROTOBUF = {"version": _runtime.VERSION, "implementation": _runtime.implementation()}
 
 PRODUCER_CHECK_SECS = 1.0
+RECORD_OVERHEAD = 16  # a TFRecord's length, its CRC and the data's CRC
 REPORT_EVERY = 32  # items between progress reports within one received batch
 REPORT_SECS = 0.005  # ... or this much time, whichever comes first
 
@@ -85,6 +87,11 @@ class Sidecar:
         self.scheduling = scheduling  # what _lower_priority achieved, reported in stats()
         self.logdir = args.logdir
         self.listener = listener  # the node address; None: this sidecar serves its starter only
+        # epoll where there is one: select() fails past fd 1023, and a node sidecar may
+        # serve many producers (a pool's workers, each task's writer).
+        self.selector = selectors.DefaultSelector()
+        if listener is not None:
+            self.selector.register(listener, selectors.EVENT_READ, None)
         self.producers: dict[int, Producer] = {}
         self.closed = False
         self.served = 0  # producers ever served
@@ -110,6 +117,7 @@ class Sidecar:
 
     def add(self, producer: Producer) -> None:
         self.producers[producer.fileno()] = producer
+        self.selector.register(producer.channel.sock, selectors.EVENT_READ, producer)
         self.served += 1
         if producer.flush_secs < self.flush_secs:  # the most demanding producer sets the pace
             self.flush_secs = producer.flush_secs
@@ -135,15 +143,12 @@ class Sidecar:
         """Serve until the last producer has closed or died."""
         while not self.closed:
             timeout = max(0.0, min(self.next_fsync, self.next_producer_check) - time.monotonic())
-            readers: list[Any] = list(self.producers.values())
-            if self.listener is not None:
-                readers.append(self.listener)
-            ready, _, _ = select.select(readers, [], [], timeout)
-            for r in ready:
-                if r is self.listener:
+            for key, _ in self.selector.select(timeout):
+                p = key.data
+                if p is None:
                     self._accept()
-                elif r.fileno() in self.producers and self.producers[r.fileno()] is r:
-                    self._serve(r)
+                elif self.producers.get(p.fileno()) is p:  # not dropped earlier in this round
+                    self._serve(p)
                 if self.closed:
                     return
             now = time.monotonic()
@@ -162,9 +167,16 @@ class Sidecar:
             conn, _ = self.listener.accept()
         except OSError:  # the peer gave up between connect and accept
             return
+        conn.setblocking(True)
         producer = accept_producer(Channel(conn), os.getpid())
         if producer is not None:
             self.add(producer)
+
+    def _welcome_joiners(self) -> None:
+        """A writer joining waits for its Welcome (its constructor does): answer it
+        between two items, not after the whole backlog of the producer being served."""
+        if self.listener is not None and select.select([self.listener], [], [], 0)[0]:
+            self._accept()
 
     def _serve(self, p: Producer) -> None:
         """Handle what one producer sent: a batch of frames, in its seq order."""
@@ -179,7 +191,8 @@ class Sidecar:
         last_report = time.monotonic()
         for i, frame in enumerate(frames, 1):
             if frame[:1] == SCALARS_OP:
-                self.write_scalars(p, frame)  # a run of float scalars: sidecar/batch.py
+                self.write_scalars(p, frame)  # a run of float scalars, reported: sidecar/batch.py
+                self._welcome_joiners()
                 continue
             desc = Descriptor.unpack(frame)
             if desc.op == Op.CLOSE:
@@ -191,6 +204,7 @@ class Sidecar:
             if i % REPORT_EVERY == 0 or time.monotonic() - last_report > REPORT_SECS:
                 self.flush_all()
                 p.report()
+                self._welcome_joiners()
                 last_report = time.monotonic()
         # Write through after every batch, before reporting it done: "done" then
         # means "in the kernel", so a sidecar crash loses only what it had not yet
@@ -217,12 +231,17 @@ class Sidecar:
         then, before anything else: a producer that connects from now on starts a new
         sidecar instead of joining one that is leaving)."""
         del self.producers[p.fileno()]
+        self.selector.unregister(p.channel.sock)
         if self.producers:
             return False
+        self._close_listener()
+        return True
+
+    def _close_listener(self) -> None:
         if self.listener is not None:
+            self.selector.unregister(self.listener)
             self.listener.close()
             self.listener = None
-        return True
 
     def _close_producer(self, p: Producer, seq: int) -> None:
         """CLOSE: everything before it is written; its files are fsynced (the last
@@ -260,7 +279,12 @@ class Sidecar:
         """A producer died: keep everything it sent, make it durable, clean up after it."""
         self.ended_without_close += 1
         self.flush_all()
-        p.arena.unlink()  # its owner cannot any more
+        # Its owner cannot unlink its segment any more, unless it is alive: a writer that
+        # disconnected without CLOSE (after an error, or one that gave up joining us and
+        # serves itself with the same segment) keeps it.  A killed process's socket
+        # closes as it exits: give it a moment to be gone.
+        if p.gone_within(0.2):
+            p.arena.unlink()
         if self._remove(p):
             self.close_all()
             self.closed = True
@@ -271,9 +295,7 @@ class Sidecar:
     def terminate(self, grace: float) -> None:
         """SIGTERM: close every file; unlink the segment of each producer that the same
         signal killed (gone within ``grace`` seconds), leave the others to their owners."""
-        if self.listener is not None:
-            self.listener.close()
-            self.listener = None
+        self._close_listener()
         self.close_all()
         for p in self.producers.values():
             if p.gone_within(grace):
@@ -313,8 +335,11 @@ class Sidecar:
     def write_scalars(self, p: Producer, frame: bytes) -> None:
         """A SCALARS frame (a run of float scalars, sidecar/batch.py) of producer ``p``."""
         start = time.perf_counter()
-        n, seq = write_scalars(frame, lambda run: self.runs.file(p, run), self.runs.last_steps, self._went_back(p))
+        n, seq, nbytes = write_scalars(
+            frame, lambda run: self.runs.file(p, run), self.runs.last_steps, self._went_back(p)
+        )
         p.written["scalar"] += n
+        p.bytes_written += nbytes
         p.busy["scalar"] = p.busy.get("scalar", 0.0) + time.perf_counter() - start
         p.done_seq = seq
         # A frame holds up to capture.SCALARS_PER_FRAME values: reporting after each
@@ -368,7 +393,9 @@ class Sidecar:
                     f.tags_with_metadata.add(desc.tag)  # TensorBoard keeps only a tag's first metadata
                 self.runs.step(p, f, desc.tag, desc.step, desc.seq, desc.kind)
                 f.last_tag = desc.tag
-                f.append(scalar_event_bytes(desc.wall_time, desc.step, desc.tag, number, first))
+                record = scalar_event_bytes(desc.wall_time, desc.step, desc.tag, number, first)
+                p.bytes_written += len(record) + RECORD_OVERHEAD
+                f.append(record)
                 p.written["scalar"] += 1
                 return
             if kind == Kind.GRAPH:
@@ -411,11 +438,15 @@ class Sidecar:
             ev = event_pb2.Event(wall_time=desc.wall_time, step=desc.step)
             ev.summary.value.append(value)
             f.last_tag = desc.tag
-            f.append(ev.SerializeToString())
+            record = ev.SerializeToString()
+            p.bytes_written += len(record) + RECORD_OVERHEAD
+            f.append(record)
             p.written[name] += 1
 
     def _append_event(self, p: Producer, run: str, ev: event_pb2.Event) -> None:
-        self.runs.file(p, run).append(ev.SerializeToString())
+        record = ev.SerializeToString()
+        p.bytes_written += len(record) + RECORD_OVERHEAD
+        self.runs.file(p, run).append(record)
 
     def _session_start(self, p: Producer, desc: Descriptor) -> None:
         """``purge_step``: TensorBoard (file_version 2) purges on a *non-first*
@@ -439,7 +470,7 @@ class Sidecar:
         mine = p.stats()
         return {
             **mine,
-            "bytes_written": self.runs.bytes_of(p),
+            "bytes_written": p.bytes_written,  # its own records, in files it may share
             "uploads": self.output.stats(),
             "cpu_seconds": cpu.user + cpu.system,
             "rss_bytes": proc.memory_info().rss,

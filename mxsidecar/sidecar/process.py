@@ -106,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_term)
     channel = Channel(socket.socket(fileno=args.fd))
     listener = socket.socket(fileno=args.listen_fd) if args.listen_fd >= 0 else None
+    if listener is not None:
+        listener.setblocking(False)  # a connection reset before accept() must not block the loop
     sidecar: Sidecar | None = None
     try:
         scheduling = _lower_priority(args.nice, args.cpus, args.sched_idle)

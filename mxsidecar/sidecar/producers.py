@@ -10,6 +10,7 @@ items and its ``stats()`` are its own.
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections import Counter
@@ -18,7 +19,7 @@ from typing import Any
 from ..wire.arena import Arena
 from ..wire.descriptors import Progress
 from ..wire.framing import Channel, ChannelClosed
-from ..wire.handshake import Hello, Welcome
+from ..wire.handshake import Hello, Welcome, check_prefix, peer_credentials
 
 __all__ = ["Producer", "accept_producer", "read_hello"]
 
@@ -45,6 +46,7 @@ class Producer:
         self.rejected: Counter[str] = Counter()  # tag -> items refused
         self.nonfinite: Counter[str] = Counter()  # tag -> NaN/Inf values left out of histograms
         self.busy: dict[str, float] = {}  # kind name -> seconds spent encoding and writing it
+        self.bytes_written = 0  # of its own event records
         self.pending: list[bytes] = []  # frames that arrived with the Hello, not yet handled
 
     def fileno(self) -> int:
@@ -134,15 +136,25 @@ def accept_producer(channel: Channel, welcome_pid: int) -> Producer | None:
     and the producer starts a sidecar of its own.
     """
     try:
+        # The kernel's word, not the Hello's: an abstract socket has no permissions, so
+        # any local process can connect.  Only our own user's, which could write our
+        # files and map our segments anyway, is served.
+        pid, uid = peer_credentials(channel.sock)
+        if uid != os.getuid():
+            channel.close()
+            return None
         hello, pending = read_hello(channel)
     except (ChannelClosed, OSError, ValueError, TypeError, socket.timeout):
         channel.close()
         return None
     try:
+        if hello.pid != pid:
+            raise ValueError(f"the Hello says pid {hello.pid}, the kernel {pid} (another pid namespace?)")
+        check_prefix(hello.prefix)
         arena = Arena.attach(hello.arena)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         try:
-            channel.send([Welcome(welcome_pid, error=f"cannot map {hello.arena!r}: {exc}").pack()])
+            channel.send([Welcome(welcome_pid, error=f"cannot serve it: {exc}").pack()])
         except (ChannelClosed, OSError):
             pass
         channel.close()

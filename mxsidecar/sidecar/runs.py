@@ -46,6 +46,7 @@ class RunFiles:
                 path, wall_time=time.time(), pid=producer.pid, index=producer.file_index, suffix=producer.suffix
             )
             self.files[path] = f
+            producer.bytes_written += f.size  # the file's first record (file_version), written: its creator's
         if f.path not in producer.opened:
             # Before the Progress that covers anything written to it: the trainer's list
             # of this writer's files (export_scalars) outlives this process.
@@ -57,9 +58,15 @@ class RunFiles:
     @staticmethod
     def announce(producers: Iterable[Producer], path: str) -> None:
         """A remote back end rolled a run onto a new spool file: every producer hears of it."""
+        producers = list(producers)
         for p in producers:
             p.opened.append(path)
             p.send(Opened(path).pack())
+        if len(producers) == 1:  # a URL logdir's sidecar is private: the new file's first record is its writer's
+            try:
+                producers[0].bytes_written += os.path.getsize(path)
+            except OSError:
+                pass
 
     def flush(self) -> None:
         """Hand every buffered record to the kernel: visible to TensorBoard, and safe
@@ -78,9 +85,6 @@ class RunFiles:
             if f.path in producer.opened:
                 f.flush()
                 f.fsync()
-
-    def bytes_of(self, producer: Producer) -> int:
-        return sum(f.size for f in self.files.values() if f.path in producer.opened)
 
     def close(self) -> None:
         err: BaseException | None = None

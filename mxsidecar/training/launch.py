@@ -22,18 +22,22 @@ import os
 import socket
 import subprocess
 import sys
+import time
+import warnings
+from typing import NamedTuple
 
-from ..errors import SidecarError
 from ..wire.framing import Channel, ChannelClosed
-from ..wire.handshake import Hello, Welcome, node_address
+from ..wire.handshake import Hello, Welcome, node_address, peer_credentials
 from .remote import RemoteLogdir
 
-__all__ = ["SidecarOptions", "connect"]
+__all__ = ["Connection", "SidecarOptions", "connect"]
 
 MALLOC_MMAP_THRESHOLD = 8 << 20  # bytes: larger blocks still come from (and go back to) mmap
 MALLOC_TRIM_THRESHOLD = 64 << 20  # bytes of free heap kept for the next item's temporaries
-JOIN_TIMEOUT = 10.0  # a node sidecar answers a Hello within milliseconds, even at SCHED_IDLE
-JOIN_ATTEMPTS = 20  # connect/bind races with a sidecar that is leaving just then
+# A node sidecar answers a Hello between two items (loop.py), even when busy at SCHED_IDLE.
+JOIN_TIMEOUT = 30.0
+JOIN_RETRY_SECS = 5.0  # connect/bind races with other writers and with a sidecar that is leaving
+JOIN_BACKOFF_SECS = 0.01
 
 
 class SidecarOptions:
@@ -102,24 +106,39 @@ def _package_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def connect(options: SidecarOptions) -> tuple[socket.socket, subprocess.Popen[bytes] | None, int]:
-    """Our connection to a sidecar, the sidecar process if we started it, and its pid."""
+class Connection(NamedTuple):
+    """A writer's connection to its sidecar."""
+
+    channel: Channel
+    proc: subprocess.Popen[bytes] | None  # the sidecar, if we started it
+    pid: int
+    pending: list[bytes]  # frames that came with the Welcome (an Opened, say): the receiver's first
+    shared: bool  # other writers may use this sidecar
+
+
+def connect(options: SidecarOptions) -> Connection:
+    """Our connection to a sidecar: the node's (joined or started), or one of our own."""
     hello = options.hello()
-    joined = _join(options, hello) if options.share else None
-    if joined is not None:
-        return joined
-    sock, proc = _start(options, hello)
-    return sock, proc, proc.pid
+    if options.share:
+        joined = _join(options, hello)
+        if joined is not None:
+            return joined
+    channel, proc = _start(options, hello)
+    return Connection(channel, proc, proc.pid, [], False)
 
 
-def _join(options: SidecarOptions, hello: Hello) -> tuple[socket.socket, subprocess.Popen[bytes] | None, int] | None:
+def _join(options: SidecarOptions, hello: Hello) -> Connection | None:
     """Join the node sidecar of our logdir, or start it; None: start a private one.
 
-    Returns the connected socket of a sidecar that welcomed us (no process: not ours)
-    or the socket pair end of the one we started, with the process.
+    Connecting and binding race with other writers doing the same and with a sidecar
+    that is leaving (it closes the address first): try again, briefly backing off,
+    until JOIN_RETRY_SECS; a writer left without the node's sidecar after that, or
+    one the sidecar cannot serve, gets a sidecar of its own, and a warning saying so.
     """
     address = node_address(options.logdir)
-    for _ in range(JOIN_ATTEMPTS):
+    deadline = time.monotonic() + JOIN_RETRY_SECS
+    why = "the node's sidecar kept leaving while this writer joined it"
+    while time.monotonic() < deadline:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(address)
@@ -130,28 +149,47 @@ def _join(options: SidecarOptions, hello: Hello) -> tuple[socket.socket, subproc
                 listener.bind(address)
             except OSError:  # EADDRINUSE: another writer bound it just now; join it
                 listener.close()
+                time.sleep(JOIN_BACKOFF_SECS)
                 continue
             try:
                 listener.listen(64)
-                sock, proc = _start(options, hello, listener)
-                return sock, proc, proc.pid
+                channel, proc = _start(options, hello, listener, new_session=True)
+                return Connection(channel, proc, proc.pid, [], True)
             finally:
                 listener.close()  # the sidecar holds its own copy; ours must not keep the name alive
         try:
-            welcome = _handshake(options, sock, hello)
+            if peer_credentials(sock)[1] != os.getuid():
+                # Someone else's process holds our address (abstract sockets have no
+                # permissions): never hand it our data or our segment's name.
+                why = f"the address of {options.logdir}'s sidecar is held by another user's process"
+                sock.close()
+                break
+            welcome, channel, pending = _handshake(sock, hello)
         except (ChannelClosed, OSError):
             # The sidecar was leaving (its last producer closed just then): it closed
             # the address and our connection with it.  Start or join the next one.
             sock.close()
+            time.sleep(JOIN_BACKOFF_SECS)
             continue
-        if welcome.error:  # it cannot map our segment: serve ourselves
+        except socket.timeout:
             sock.close()
-            return None
-        return sock, None, welcome.pid
+            why = f"the node's sidecar did not answer within {JOIN_TIMEOUT:g}s"
+            break
+        if welcome.error:
+            sock.close()
+            why = f"the node's sidecar cannot serve this writer: {welcome.error}"
+            break
+        return Connection(channel, None, welcome.pid, pending, True)
+    warnings.warn(
+        f"mxsidecar: {options.logdir}: {why}; this writer starts a sidecar (and an event file) of its own",
+        RuntimeWarning,
+        stacklevel=5,
+    )
     return None
 
 
-def _handshake(options: SidecarOptions, sock: socket.socket, hello: Hello) -> Welcome:
+def _handshake(sock: socket.socket, hello: Hello) -> tuple[Welcome, Channel, list[bytes]]:
+    """Send our Hello, read the Welcome; the channel (its decoder holds what came after)."""
     channel = Channel(sock)
     sock.settimeout(JOIN_TIMEOUT)
     try:
@@ -159,28 +197,30 @@ def _handshake(options: SidecarOptions, sock: socket.socket, hello: Hello) -> We
         frames: list[bytes] = []
         while not frames:
             frames = channel.recv()
-    except socket.timeout:
-        sock.close()
-        raise SidecarError(
-            f"the mxsidecar sidecar serving {options.logdir} on this machine did not answer within "
-            f"{JOIN_TIMEOUT:g}s; pass share_sidecar=False to start a sidecar of this writer's own"
-        ) from None
     finally:
         if sock.fileno() >= 0:
             sock.settimeout(None)
-    # A sidecar answers a Hello with a lone Welcome, and sends nothing else before
-    # it has one of our descriptors.
-    return Welcome.unpack(frames[0])
+    # The sidecar may send more right after the Welcome (the Opened of our run's file):
+    # those frames are the receiver thread's first, and the same channel (its decoder)
+    # goes on from there.
+    return Welcome.unpack(frames[0]), channel, frames[1:]
 
 
 def _start(
-    options: SidecarOptions, hello: Hello, listener: socket.socket | None = None
-) -> tuple[socket.socket, subprocess.Popen[bytes]]:
-    """Start a sidecar; ``listener``: the bound node address it will serve."""
+    options: SidecarOptions, hello: Hello, listener: socket.socket | None = None, new_session: bool = False
+) -> tuple[Channel, subprocess.Popen[bytes]]:
+    """Start a sidecar; ``listener``: the bound node address it will serve.
+
+    ``new_session``: a node sidecar serves writers of other process groups, so it must
+    not die of a signal sent to its starter's group (``timeout``, ``kill -TERM -PGID``);
+    it learns of each writer's death by EOF.  A private sidecar stays in its writer's
+    group and exits with it.
+    """
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    channel = Channel(ours)
     try:
         # Buffered in the socket until the sidecar reads it: its first frame.
-        Channel(ours).send([hello.pack()])
+        channel.send([hello.pack()])
     except BaseException:
         ours.close()
         theirs.close()
@@ -207,10 +247,12 @@ def _start(
     try:
         # subprocess execs at once (no Python runs between fork and exec), so
         # MXNet's engine threads are never duplicated: invariant 3.
-        proc = subprocess.Popen(argv, pass_fds=fds, stdin=subprocess.DEVNULL, env=env, close_fds=True)
+        proc = subprocess.Popen(
+            argv, pass_fds=fds, stdin=subprocess.DEVNULL, env=env, close_fds=True, start_new_session=new_session
+        )
     except BaseException:
         ours.close()
         raise
     finally:
         theirs.close()
-    return ours, proc
+    return channel, proc

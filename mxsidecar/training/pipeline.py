@@ -350,16 +350,17 @@ class Pipeline(SidecarFeedback):
                 self.completion.put(STOP)
                 self.supervisor.shutdown_send()  # EOF: the sidecar keeps what it has, exits
         if not self.supervisor.wait(timeout):
-            self.supervisor.kill()
+            killed = self.supervisor.kill()
             self.supervisor.wait(None)
+            ended = "was killed" if killed else "was left to the other writers it serves"
             with self._cond:
                 if self.completion.waiting_for_engine:
                     why = (
                         f"close() gave up after {timeout}s: MXNet's engine had not computed an NDArray "
-                        "logged before it, so the sidecar never got it and was killed"
+                        f"logged before it, so the sidecar never got it and {ended}"
                     )
                 else:
-                    why = f"the sidecar did not finish writing within {timeout}s of close() and was killed"
+                    why = f"the sidecar did not finish writing within {timeout}s of close() and {ended}"
                 self._error = SidecarError(f"{why}; {self._items_pending()} logged items were not written")
         self.completion.join(timeout=5.0)
         for sup in (*self._retired, self.supervisor):

@@ -42,7 +42,7 @@ from typing import Any
 
 from ..errors import RemoteTraceback, SidecarError
 from ..wire.descriptors import ErrorReport, Notice, Opened, Progress, StatsReply, decode_reply
-from ..wire.framing import Channel, ChannelClosed
+from ..wire.framing import ChannelClosed
 from ..wire.handshake import GOODBYE, WELCOME, Goodbye
 from . import launch
 from .launch import SidecarOptions
@@ -109,15 +109,14 @@ class Supervisor:
         self.close_requested = False
         self._goodbye: Goodbye | None = None
         self.proc: subprocess.Popen[bytes] | None  # the sidecar, if we started it
-        sock, self.proc, self._pid = launch.connect(options)
-        self.channel = Channel(sock)
+        conn = launch.connect(options)
+        self.channel = conn.channel
+        self.proc = conn.proc
+        self._pid = conn.pid
+        self.shared = conn.shared  # other writers may use this sidecar
+        self._pending = conn.pending
         self._receiver = threading.Thread(target=self._receive, name="mxsidecar-receiver", daemon=True)
         self._receiver.start()
-
-    @property
-    def shared(self) -> bool:
-        """Whether this connection is to a node sidecar (which other writers may use)."""
-        return self.options.share
 
     @property
     def pid(self) -> int:
@@ -130,8 +129,9 @@ class Supervisor:
     def _receive(self) -> None:
         remote_tb: str | None = None
         try:
+            frames, self._pending = self._pending, []  # what came with the Welcome, first
             while True:
-                for frame in self.channel.recv():
+                for frame in frames:
                     if frame[0] == GOODBYE:
                         self._goodbye = Goodbye.unpack(frame)
                         continue
@@ -148,6 +148,7 @@ class Supervisor:
                         self._on_opened(reply.path)
                     elif isinstance(reply, ErrorReport):
                         remote_tb = reply.traceback
+                frames = self.channel.recv()
         except ChannelClosed:
             pass
         except BaseException as exc:  # a bug on our side of the channel: still one error
@@ -186,7 +187,19 @@ class Supervisor:
                 "(another process started it and has its exit status)",
                 0,
             )
-        rc = reap(self.proc, REAP_TIMEOUT)
+        if self.shared:
+            # A node sidecar we started may still serve other writers (our own close()
+            # may have given up on it): wait for its exit, never kill it.
+            if _wait_gone(pid, REAP_TIMEOUT) is None:
+                threading.Thread(target=self.proc.wait, name="mxsidecar-reaper", daemon=True).start()
+                return SidecarError(
+                    f"the mxsidecar sidecar (pid {pid}) that this writer shared with others on this machine "
+                    "is still running but closed our connection",
+                    0,
+                )
+            rc = self.proc.wait()
+        else:
+            rc = reap(self.proc, REAP_TIMEOUT)
         if remote_tb is not None:
             last = next((ln.strip() for ln in reversed(remote_tb.splitlines()) if ln.strip()), "an error")
             err = SidecarError(f"the mxsidecar sidecar (pid {pid}) failed with {last} (exit status {rc})", rc)
@@ -220,8 +233,8 @@ class Supervisor:
         """
         if not (self.options.sched_idle and hasattr(os, "SCHED_IDLE")):
             return
-        if self.proc is not None and self.proc.returncode is not None:
-            return
+        if self.proc is None or self.proc.returncode is not None:
+            return  # not our child (its pid may be another process's by now), or gone
         # A shared sidecar goes back to SCHED_IDLE itself after our CLOSE if other
         # writers remain (loop.py, _idle_again).
         try:
@@ -234,20 +247,23 @@ class Supervisor:
         self._receiver.join(timeout)
         return not self._receiver.is_alive()
 
-    def kill(self) -> None:
-        """Last resort (a stuck sidecar at close): SIGKILL one we started (the receiver
-        reaps it); from one we joined, only disconnect."""
-        if self.proc is None:
+    def kill(self) -> bool:
+        """Last resort (a stuck sidecar at close): SIGKILL a private sidecar (the receiver
+        reaps it) and return True; from a node sidecar, which may be busy with other
+        writers' values, only disconnect (False).  Our values it has not written are lost
+        either way, and counted."""
+        if self.shared or self.proc is None:
             self.shutdown_send()
             try:
                 self.channel.sock.shutdown(socket.SHUT_RD)  # wakes our receiver: EOF
             except OSError:
                 pass
-            return
+            return False
         try:
             self.proc.kill()
         except ProcessLookupError:
             pass
+        return True
 
     def shutdown_send(self) -> None:
         """Half-close: the sidecar sees EOF, writes what it received and exits."""

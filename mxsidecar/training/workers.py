@@ -37,8 +37,10 @@ step goes backwards.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +57,8 @@ __all__ = ["ForkedPipeline", "reconnect", "track"]
 
 _tracked: weakref.WeakSet[SidecarWriter] = weakref.WeakSet()  # writers that can follow a fork
 _finalizer_in: int = 0  # pid of the process whose multiprocessing finalizer closes writers
+_join_lock = threading.Lock()
+_reconnected: dict[tuple[int, str], SidecarWriter] = {}  # (pid, arguments) -> the writer unpickled there
 
 
 def track(writer: SidecarWriter) -> None:
@@ -76,7 +80,11 @@ class ForkedPipeline:
     def __getattr__(self, name: str) -> Any:
         if self.closed:
             raise WriterClosed("this SidecarWriter is closed")
-        return getattr(self._writer._join_after_fork(), name)
+        with _join_lock:  # two threads of the child calling at once make one pipeline
+            pipe: Any = self._writer._pipe
+            if pipe is self:
+                pipe = self._writer._join_after_fork()
+        return getattr(pipe, name)
 
     def close(self, timeout: float | None) -> None:
         self.closed = True
@@ -137,6 +145,8 @@ def _hand_over_in_the_caller(pipe: Pipeline) -> None:
 
 
 def _after_fork_in_child() -> None:
+    global _join_lock
+    _join_lock = threading.Lock()  # another thread of the parent may have held it at the fork
     for writer in list(_tracked):
         pipe = writer._pipe
         if pipe is not None and not pipe.closed:
@@ -144,10 +154,20 @@ def _after_fork_in_child() -> None:
 
 
 def reconnect(args: dict[str, Any]) -> SidecarWriter:
-    """Unpickle a writer: a new one with the same arguments, which joins the node's sidecar."""
+    """Unpickle a writer: one with the same arguments, which joins the node's sidecar.
+
+    One per process and arguments: a writer passed with every task of a pool is
+    unpickled once per task, and each new writer would be a new producer (a segment,
+    a connection, two threads) until the worker exits.
+    """
     from .writer import SidecarWriter
 
+    key = (os.getpid(), json.dumps(args, sort_keys=True, default=repr))
+    writer = _reconnected.get(key)
+    if writer is not None and (writer._pipe is None or not writer._pipe.closed):
+        return writer
     writer = SidecarWriter(**args)
+    _reconnected[key] = writer
     if writer._pipe is not None and _in_multiprocessing_child():
         joined_in_child(writer._pipe)  # a pool's task argument: the pool ends the worker
     return writer

@@ -212,6 +212,7 @@ class SidecarWriter(
         if not isinstance(share_sidecar, bool):
             raise TypeError(f"share_sidecar must be a bool, got {type(share_sidecar).__name__}")
         cpus = v.check_cpus(cpu_affinity)
+        args["cpu_affinity"] = list(cpus) if cpu_affinity is not None else None  # a generator would not pickle
         purge = None if purge_step is None else v.check_step(purge_step, "purge_step")
         stats_secs = v.check_positive(stats_secs, "stats_secs", allow_none=True)
         self._verbose = bool(verbose)
@@ -394,11 +395,16 @@ class SidecarWriter(
                 f.seek(start)
                 data = f.read()
             run = os.path.relpath(os.path.dirname(path), self._logdir)
+            # A run's file may be shared with other writers (share_sidecar): export only
+            # what this one logged, its tags and its add_scalars runs (and stats_secs').
+            mine = not self._config["share"] or run in self._runs
             consumed = 0
             for rec in iter_records(data, strict=False):
                 consumed = rec.offset + len(rec.data) + 16
                 ev = event_pb2.Event.FromString(rec.data)
                 for value in ev.summary.value:
+                    if not (mine or value.tag in self._tags or value.tag.startswith("mxsidecar/")):
+                        continue
                     if value.tensor.dtype == 1 and len(value.tensor.float_val) == 1:  # DT_FLOAT scalar
                         key = os.path.join(self._shown, run if run != "." else value.tag)
                         out.setdefault(key, []).append([ev.wall_time, ev.step, value.tensor.float_val[0]])

@@ -26,9 +26,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
+import struct
 from dataclasses import asdict, dataclass
 
-__all__ = ["GOODBYE", "HELLO", "WELCOME", "Goodbye", "Hello", "Welcome", "node_address"]
+__all__ = ["GOODBYE", "HELLO", "WELCOME", "Goodbye", "Hello", "Welcome"]
+__all__ += ["check_prefix", "node_address", "peer_credentials"]
 
 # First byte of each frame; distinct from every Op in descriptors.py.
 HELLO = 20
@@ -39,10 +42,45 @@ PROTOCOL = 1  # a sidecar of another mxsidecar version refuses a Hello it cannot
 
 def node_address(logdir: str) -> str:
     """The abstract socket name of ``logdir``'s node sidecar (a leading NUL: Linux's
-    abstract namespace).  Per user: another user's sidecar could not map our segments
-    (created 0600) nor should it write into our files."""
-    digest = hashlib.sha1(os.path.realpath(logdir).encode("utf-8", "surrogateescape")).hexdigest()[:24]
+    abstract namespace, which belongs to the network namespace).
+
+    Writers meet only if they would write the same directory into the same shared
+    memory and can see each other's processes: the name covers the directory's path,
+    device and inode (two containers may mount different directories at one path), the
+    user (another user's sidecar could not map our 0600 segments, nor should it write
+    our files), and the mount, IPC and pid namespaces (a sidecar tells a producer's
+    death by its pid).  The name is not a permission: both ends also check the peer's
+    uid with SO_PEERCRED.
+    """
+    real = os.path.realpath(logdir)
+    parts = [real, str(os.getuid())]
+    try:
+        st = os.stat(real)
+        parts += [str(st.st_dev), str(st.st_ino)]
+    except OSError:
+        pass
+    for ns in ("mnt", "ipc", "pid"):
+        try:
+            parts.append(f"{ns}:{os.stat(f'/proc/self/ns/{ns}').st_ino}")
+        except OSError:  # no procfs, or not Linux: the path alone
+            pass
+    digest = hashlib.sha1("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:24]
     return f"\0mxsidecar/{os.getuid()}/{PROTOCOL}/{digest}"
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int]:
+    """(pid, uid) of the process at the other end of a Unix socket, as the kernel saw it
+    connect (SO_PEERCRED), in this process's pid namespace."""
+    cred = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", cred)
+    return pid, uid
+
+
+def check_prefix(prefix: str) -> None:
+    """A producer's runs stay inside the sidecar's logdir: ValueError otherwise."""
+    parts = prefix.split("/")
+    if prefix.startswith("/") or "\0" in prefix or ".." in parts:
+        raise ValueError(f"run prefix {prefix!r} would leave the log directory")
 
 
 @dataclass(frozen=True)
