@@ -84,11 +84,13 @@ def test_scalar_value_is_the_one_at_call_time(tmp_path) -> None:
     logdir = str(tmp_path)
     with SidecarWriter(logdir) as sw:
         y, opened, ran = gated(mx.nd.array([1.5]))
-        sw.add_scalar("v", y, 0)
-        y[:] = 100.0  # queued behind the gate, after the copy
-        sw.add_histogram("h", y, 1)  # sees the write
-        assert not ran.is_set()
-        opened.set()
+        try:
+            sw.add_scalar("v", y, 0)
+            y[:] = 100.0  # queued behind the gate, after the copy
+            sw.add_histogram("h", y, 1)  # sees the write
+            assert not ran.is_set()
+        finally:
+            opened.set()
     mux = load_multiplexer(logdir)
     assert tensor_values(mux, ".", "v") == [(0, pytest.approx(1.5))]
     (path,) = event_files(logdir)
@@ -182,3 +184,30 @@ def test_sidecar_killed_with_ndarray_items_in_flight(tmp_path) -> None:
     sw.close()
     mux = load_multiplexer(str(tmp_path))
     assert tensor_values(mux, ".", "before") == [(0, pytest.approx(1.0))]
+
+
+def test_an_mxnet_without_those_c_functions_falls_back_to_its_python_api(tmp_path, monkeypatch) -> None:
+    """Another mxnet build may lack a C function the short path calls: the same
+    captures then go through mxnet's own Python API, with the same guarantees."""
+    from mxsidecar.training import capture
+
+    def missing(mx):
+        raise AttributeError("undefined symbol: MXNDArrayGetShapeEx")
+
+    monkeypatch.setattr(capture, "_CApi", missing)
+    logdir = str(tmp_path)
+    with SidecarWriter(logdir) as sw:
+        y, opened, ran = gated(mx.nd.array([1.5]))
+        try:  # the gate opens whatever happens: a failed call must fail, not hang at exit
+            sw.add_scalar("v", y, 0)
+            y[:] = 100.0  # after our copy, in the engine's order
+            sw.add_histogram("h", mx.nd.ones((10,), dtype="int8"), 0)
+            assert isinstance(sw._pipe.engine._api, capture._PythonApi)
+            assert not ran.is_set()
+        finally:
+            opened.set()
+    mux = load_multiplexer(logdir)
+    assert tensor_values(mux, ".", "v") == [(0, pytest.approx(1.5))]
+    (path,) = event_files(logdir)
+    histo = next(v.histo for e in read_events(path) for v in e.summary.value if v.tag == "h")
+    assert (histo.num, histo.min, histo.max) == (10, 1.0, 1.0)

@@ -9,6 +9,9 @@ Capture is the training thread's only real work per array:
   The copy is pushed onto the dependency engine and runs after whatever computes
   ``value``, so the caller returns at once, never waiting on the engine
   (invariant 1), from any context: a GPU array is copied device-to-host by the engine.
+  The caller reads the array's metadata and pushes the copy through MXNet's C API
+  with the GIL kept (:class:`_CApi`): none of those calls can block, and releasing
+  the GIL in them is what let helper threads cut into ``add_*`` (issue 12).
 
 This is the only module that imports mxnet, and only when an NDArray is logged.
 
@@ -243,6 +246,27 @@ class _CApi:
             self._check_call(rc)
 
 
+class _PythonApi:
+    """:class:`_CApi`'s four operations through mxnet's own Python API (each C call
+    then releases the GIL, and ``copyto`` runs its generic Python): for an mxnet build
+    that lacks one of the C functions ``_CApi`` calls."""
+
+    def __init__(self, mx: Any) -> None:
+        from mxnet.base import _LIB, check_call
+
+        self._autograd = mx.autograd
+        self._check_call = check_call
+        self.wait_to_read = _LIB.MXNDArrayWaitToRead
+        self.describe = ndarray_info
+
+    def push_copy(self, src: Any, dst: Any) -> None:
+        if self._autograd.is_recording():
+            with self._autograd.pause():  # our copy is not part of the user's graph
+                src.copyto(dst)
+        else:
+            src.copyto(dst)
+
+
 class EngineCapture:
     """Pushes NDArray -> slab copies onto MXNet's engine, with cached slab wrappers.
 
@@ -258,7 +282,10 @@ class EngineCapture:
         import mxnet as mx
 
         self._mx = mx
-        self._api = _CApi(mx)
+        try:
+            self._api: _CApi | _PythonApi = _CApi(mx)
+        except (ImportError, AttributeError, OSError):  # another mxnet build: its own Python API
+            self._api = _PythonApi(mx)
         self.describe = self._api.describe
         self._push = self._api.push_copy
         self._wrappers: OrderedDict[tuple[int, tuple[int, ...], str], Any] = OrderedDict()
@@ -322,7 +349,7 @@ class EngineCapture:
         self._wrappers.clear()
 
 
-def _wait(api: _CApi, dst: Any, key: tuple[Any, ...], poisoned: list[Any]) -> None:
+def _wait(api: _CApi | _PythonApi, dst: Any, key: tuple[Any, ...], poisoned: list[Any]) -> None:
     """What the completion thread calls to wait for one engine copy (GIL released)."""
     rc = api.wait_to_read(dst.handle)
     if rc:
