@@ -165,7 +165,8 @@ class _CApi:
         else:
             self._pdata = ctypes.POINTER(ctypes.c_int)()
             self._get_shape = lib.MXNDArrayGetShapeEx
-        self._shape_refs = (ctypes.byref(self._ndim), ctypes.byref(self._pdata))
+        self._ndim_ref = ctypes.byref(self._ndim)
+        self._pdata_ref = ctypes.byref(self._pdata)
         self._dtype = ctypes.c_int()
         self._dtype_ref = ctypes.byref(self._dtype)
         self._get_dtype = lib.MXNDArrayGetDType
@@ -194,13 +195,13 @@ class _CApi:
     def describe(self, value: Any) -> NDArrayInfo:
         """:func:`ndarray_info` in two C calls and a table lookup."""
         handle = value.handle
-        rc = self._get_shape(handle, *self._shape_refs) or self._get_dtype(handle, self._dtype_ref)
+        rc = self._get_shape(handle, self._ndim_ref, self._pdata_ref) or self._get_dtype(handle, self._dtype_ref)
         if rc:
             self._check_call(rc)
         ndim = self._ndim.value
         if ndim < 0:  # shape unknown (deferred initialization): say what MXNet says
             return ndarray_info(value)
-        shape = tuple(self._pdata[:ndim])
+        shape = (self._pdata[0],) if ndim == 1 else tuple(self._pdata[:ndim])
         if not ndim and not self._is_np_shape():
             raise ValueError(_ZERO_D)
         code = self._dtype.value
@@ -323,17 +324,18 @@ class EngineCapture:
         """
         if info[4]:  # convert
             value = self._convert(value, info)
-        while self._poisoned:
-            self._wrappers.pop(self._poisoned.pop(), None)
-        key = (offset, info[0], info[1])
         wrappers = self._wrappers
+        poisoned = self._poisoned
+        while poisoned:
+            wrappers.pop(poisoned.pop(), None)
+        key = (offset, info[0], info[1])
         dst = wrappers.get(key)
         if dst is None:
             dst = self._new_wrapper(buf, offset, info, key)
         else:
             wrappers.move_to_end(key)
         self._push(value, dst)
-        return partial(_wait, self._api, dst, key, self._poisoned)
+        return partial(_wait, self._api, dst, key, poisoned)
 
     def _convert(self, value: Any, info: NDArrayInfo) -> Any:
         mx = self._mx
