@@ -77,6 +77,27 @@ def run(n: int = 20000, repeats: int = 3, writers: tuple[str, ...] = tuple(WRITE
     return records
 
 
+def caller_float(n: int = 20000, repeats: int = 5) -> dict[str, Any]:
+    """``add_scalar(float)`` alone: the caller's own cost, with a queue that never fills
+    (``max_queue`` > n), so no call waits for the sidecar; the medians over repeats of
+    each run's p50 and p90 (``python perf/bench_scalar.py --caller``)."""
+    from mxsidecar import SidecarWriter
+
+    values = [1.0 / (i + 1) for i in range(n)]
+    runs = []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as logdir:
+            w = SidecarWriter(logdir, max_queue=n + 16)
+            w.flush()
+            runs.append(time_calls(lambda i, log=w.add_scalar: log("loss", values[i], i), n, w.close))
+    rec: dict[str, Any] = {"bench": "add_scalar_float_caller", "writer": "mxsidecar", "repeats": repeats, "n": n}
+    for key in ("p50_us", "p90_us", "p99_us", "mean_us"):
+        rec[key] = round(statistics.median(r[key] for r in runs), 3)
+    rec["p50_us_runs"] = [round(r["p50_us"], 3) for r in runs]
+    emit(rec)
+    return rec
+
+
 if __name__ == "__main__":
     import sys
 
@@ -86,4 +107,7 @@ if __name__ == "__main__":
         import os
 
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        run()
+        if sys.argv[1:2] == ["--caller"]:
+            caller_float()
+        else:
+            run()

@@ -621,11 +621,15 @@ if __name__ == "__main__":
     ap.add_argument("--diagnose", action="store_true",
                     help="heavy profile, mxsidecar variants only: where its overhead goes")  # fmt: skip
     ap.add_argument("--out", default=os.path.join(here, "results"))
+    ap.add_argument("--writers", default=",".join(WRITERS),
+                    help="comma-separated subset, e.g. none,mxsidecar (none is always run)")  # fmt: skip
+    ap.add_argument("--profiles", default=",".join(PROFILES), help="comma-separated subset: heavy,typical")
     args = ap.parse_args()
     if args.diagnose:
         records = run(quick=args.quick, repeats=args.repeats or 3, writers=DIAGNOSE, profiles=("heavy",))
     else:
-        records = run(quick=args.quick, repeats=args.repeats)
+        writers = tuple(dict.fromkeys(["none", *args.writers.split(",")]))
+        records = run(quick=args.quick, repeats=args.repeats, writers=writers, profiles=tuple(args.profiles.split(",")))
     print(markdown(records))
     os.makedirs(args.out, exist_ok=True)
     name = "steptime_diagnose.png" if args.diagnose else "steptime_overhead.png"

@@ -19,7 +19,7 @@ import pytest
 from conftest import event_files, read_events
 
 from mxsidecar import SidecarWriter
-from mxsidecar.training import capture
+from mxsidecar.training import completion
 from mxsidecar.training.supervisor import reap
 from mxsidecar.wire.descriptors import Op
 
@@ -114,14 +114,14 @@ def test_reap_kills_a_process_that_does_not_exit(monkeypatch, pidfd) -> None:
 def test_control_descriptors_are_sent_without_the_batching_delay(monkeypatch) -> None:
     """The completion thread waits BATCH_DELAY after an item to gather a burst; a FLUSH
     or CLOSE has a caller waiting and nothing to gather."""
-    monkeypatch.setattr(capture, "BATCH_DELAY", 3600.0)
+    monkeypatch.setattr(completion, "BATCH_DELAY", 3600.0)
     sent: list[int] = []
     failures: list[BaseException] = []
     # send(payloads, ..., last_seq): the last argument is the batch's last seq
-    thread = capture.CompletionThread(lambda payloads, *rest: sent.append(rest[-1]), failures.append)
+    thread = completion.CompletionThread(lambda payloads, *rest: sent.append(rest[-1]), failures.append)
     thread.start()
     thread.put((Op.CLOSE, 1, 0, "", 0, 0.0, "", 0.0, "", 0, 0, "", (), None, None))
-    thread.put(capture.STOP)
+    thread.put(completion.STOP)
     thread.join(30)
     assert not thread.is_alive(), "the completion thread slept before sending a control descriptor"
     assert sent == [1] and not failures

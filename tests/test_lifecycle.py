@@ -176,9 +176,9 @@ def test_sidecar_survives_sigint_to_the_group(tmp_path) -> None:
 
 def test_completion_thread_failure_is_an_error_not_a_hang(tmp_path, monkeypatch) -> None:
     from mxsidecar import MxSidecarError
-    from mxsidecar.training import capture
+    from mxsidecar.training import completion
 
-    real = capture.pack_descriptor
+    real = completion.pack_descriptor
 
     def exploding(*fields):
         if fields[3] == "boom":
@@ -186,7 +186,7 @@ def test_completion_thread_failure_is_an_error_not_a_hang(tmp_path, monkeypatch)
         return real(*fields)
 
     class ExplodingEntry:  # float scalars travel packed as SCALARS entries: (seq, step, ...)
-        size = capture.SCALAR_ENTRY.size
+        size = completion.SCALAR_ENTRY.size
 
         @staticmethod
         def pack(*fields):
@@ -194,9 +194,9 @@ def test_completion_thread_failure_is_an_error_not_a_hang(tmp_path, monkeypatch)
                 raise RuntimeError("injected packing failure")
             return real_entry.pack(*fields)
 
-    real_entry = capture.SCALAR_ENTRY
-    monkeypatch.setattr(capture, "pack_descriptor", exploding)
-    monkeypatch.setattr(capture, "SCALAR_ENTRY", ExplodingEntry)
+    real_entry = completion.SCALAR_ENTRY
+    monkeypatch.setattr(completion, "pack_descriptor", exploding)
+    monkeypatch.setattr(completion, "SCALAR_ENTRY", ExplodingEntry)
     sw = SidecarWriter(str(tmp_path))
     sw.add_scalar("ok", 1, 1)
     sw.flush()

@@ -1,5 +1,5 @@
 """The scalar fast path: SCALARS frames (wire/descriptors.py), packed by the completion
-thread (training/capture.py) and written by the sidecar straight to records
+thread (training/completion.py) and written by the sidecar straight to records
 (sidecar/batch.py).  TensorBoard is the judge of the bytes; the file's order is the
 order logged, scalars mixed with other kinds; a sidecar killed with values in flight
 leaves exactly the values it reported, and the trainer counts the rest lost."""
@@ -25,8 +25,8 @@ from mxsidecar.formats import records
 from mxsidecar.sidecar.batch import write_scalars
 from mxsidecar.sidecar.faults import ENV
 from mxsidecar.sidecar.output.event_file import EventFile
-from mxsidecar.training import capture
-from mxsidecar.training.capture import BURST_ITEMS, SCALARS_PER_FRAME, STOP, CompletionThread
+from mxsidecar.training import completion
+from mxsidecar.training.completion import BURST_ITEMS, SCALARS_PER_FRAME, STOP, CompletionThread
 from mxsidecar.wire.descriptors import SCALARS_OP, Descriptor, Kind, Op, pack_scalar_entry, unpack_frame
 
 pytestmark = pytest.mark.timeout(120)
@@ -297,7 +297,7 @@ def test_no_batching_delay_within_a_sustained_burst(monkeypatch, first_batch, sl
     after a batch of BURST_ITEMS or more (a caller refilling a full queue): that delay
     would leave the sidecar idle while the caller waits.  No clock: sleeps are counted."""
     slept: list[float] = []
-    monkeypatch.setattr(capture.time, "sleep", slept.append)
+    monkeypatch.setattr(completion.time, "sleep", slept.append)
     t: CompletionThread
 
     def send(payloads: list[bytes], last: int) -> None:

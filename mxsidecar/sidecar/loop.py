@@ -342,7 +342,7 @@ class Sidecar:
         p.bytes_written += nbytes
         p.busy["scalar"] = p.busy.get("scalar", 0.0) + time.perf_counter() - start
         p.done_seq = seq
-        # A frame holds up to capture.SCALARS_PER_FRAME values: reporting after each
+        # A frame holds up to completion.SCALARS_PER_FRAME values: reporting after each
         # lets a caller blocked on a full queue refill it while we write the next one.
         # Written through first: "done" means "in the kernel".
         self.flush_all()

@@ -1,4 +1,4 @@
-"""Arrays into arena spans, and the completion thread that hands descriptors over.
+"""Arrays into arena spans: a memcpy for numpy, an engine copy for an NDArray.
 
 Capture is the training thread's only real work per array:
 
@@ -9,59 +9,34 @@ Capture is the training thread's only real work per array:
   The copy is pushed onto the dependency engine and runs after whatever computes
   ``value``, so the caller returns at once, never waiting on the engine
   (invariant 1), from any context: a GPU array is copied device-to-host by the engine.
+  The caller reads the array's metadata and pushes the copy through MXNet's C API
+  with the GIL kept (:class:`_CApi`): none of those calls can block, and releasing
+  the GIL in them is what let helper threads cut into ``add_*`` (issue 12).
 
-This is the only module that imports mxnet, and only when an NDArray is logged.
-
-The completion thread takes items strictly in ``seq`` order.  For an item whose copy
-is still pending on the engine it waits (MXNet releases the GIL while it does), and
-only then packs the descriptor and sends it, so the sidecar never reads a span
-before its bytes are there and the file's order is the order of the calls, however
-fast or slow each value was to compute (invariant 4).
+This is the only module that imports mxnet, and only when an NDArray is logged.  The
+thread that waits for the copies and hands the descriptors over is ``completion.py``.
 """
 
 from __future__ import annotations
 
-import queue
 import sys
-import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..wire.descriptors import SCALAR_ENTRY, SCALARS_OP, Kind, Op, pack_descriptor
-from ..wire.framing import ChannelClosed
-
-__all__ = ["STOP", "CompletionThread", "copy_numpy", "skip_descriptor"]
-
-MAX_BATCH = 512  # frames per sendall; bounds the latency of the first one in a burst
-# After waking for the first item of a burst, the thread sleeps this long before it
-# drains the queue.  Every time this thread takes the GIL while the training thread is
-# inside one of MXNet's ctypes calls (each releases the GIL), the training thread must
-# wait to get it back: a thread switch, tens of microseconds on a busy 2-core box.
-# Waking once per burst instead of once per item keeps add_* at its own cost; the
-# price is up to this much extra latency before values reach the sidecar.
-BATCH_DELAY = 0.002
-
-# ... but not when the last batch held this many items: a sustained burst (a caller
-# blocked on a full queue, refilling it at each progress report), where the delay
-# would only leave the sidecar idle while the caller waits.
-BURST_ITEMS = 64
-
-# Values per SCALARS frame.  The sidecar reports progress after each frame, so under
-# a sustained burst (max_queue=1024 full, on_full='block') a blocked caller refills
-# the queue while the sidecar writes the next frames, instead of after a whole batch.
-SCALARS_PER_FRAME = 128
-
-STOP = ("stop",)  # sentinel: the completion thread exits after what precedes it
+__all__ = ["EngineCapture", "NDArrayInfo", "copy_numpy", "is_ndarray", "ndarray_info"]
 
 
 def copy_numpy(buf: Any, offset: int, array: np.ndarray[Any, Any]) -> None:
     """Copy ``array`` into the arena buffer at ``offset``, C-contiguous, same dtype."""
     dst: np.ndarray[Any, Any] = np.ndarray(array.shape, dtype=array.dtype, buffer=buf, offset=offset)
     np.copyto(dst, array, casting="no")
+
+
+_NDARRAY: list[type] = []  # mxnet's NDArray class, once mxnet is imported
 
 
 def is_ndarray(value: Any) -> bool:
@@ -71,8 +46,11 @@ def is_ndarray(value: Any) -> bool:
     pays for the import itself.  Raises TypeError for something that looks like an
     NDArray while mxnet cannot be found (a stale pickle, a mock, a broken install).
     """
+    if _NDARRAY:
+        return isinstance(value, _NDARRAY[0])
     mx = sys.modules.get("mxnet")
     if mx is not None:
+        _NDARRAY.append(mx.nd.NDArray)  # the class, once: two attribute lookups fewer per call
         return isinstance(value, mx.nd.NDArray)
     if type(value).__module__.split(".")[0] == "mxnet" or (
         hasattr(value, "copyto") and hasattr(value, "wait_to_read") and hasattr(value, "context")
@@ -98,22 +76,18 @@ class NDArrayInfo(NamedTuple):
 # from_numpy(zero_copy) builds its DLPack tensor from a fixed dtype table that lacks
 # int8 (mxnet 1.9.1): such arrays are widened on the engine, asynchronously.
 _WIDEN = {"int8": "int32"}
+_new_tuple = tuple.__new__
 
 
 def ndarray_info(value: Any) -> NDArrayInfo:
-    """Shape, slab dtype and size; reads metadata only, which MXNet has without a sync.
+    """Shape, slab dtype and size, through MXNet's own properties (one C call each).
 
-    Each MXNet property is a ctypes call, and every ctypes call releases the GIL: with
-    the completion thread runnable, each one can hand the GIL away and cost a thread
-    switch.  So this reads the shape and the dtype once each, and nothing else.
+    The reference for :meth:`EngineCapture.describe`, which reads the same two fields
+    through the C API directly; tests compare the two.
     """
     shape = value.shape
     if not shape and not sys.modules["mxnet"].util.is_np_shape():
-        # Outside numpy-shape semantics MXNet cannot copy (or even reshape) a 0-d array.
-        raise ValueError(
-            "a 0-d mx.np array can only be logged under mx.npx.set_np() (numpy shape semantics); "
-            "pass a one-element array instead"
-        )
+        raise ValueError(_ZERO_D)
     src_dtype = np.dtype(value.dtype).name
     dtype = _WIDEN.get(src_dtype, src_dtype)
     size = 1
@@ -122,6 +96,154 @@ def ndarray_info(value: Any) -> NDArrayInfo:
     mx = sys.modules["mxnet"]
     convert = dtype != src_dtype or isinstance(value, (mx.nd.sparse.BaseSparseNDArray, mx.np.ndarray))
     return NDArrayInfo(shape, dtype, size * np.dtype(dtype).itemsize, size, convert)
+
+
+# Outside numpy-shape semantics MXNet cannot copy (or even reshape) a 0-d array.
+_ZERO_D = (
+    "a 0-d mx.np array can only be logged under mx.npx.set_np() (numpy shape semantics); "
+    "pass a one-element array instead"
+)
+
+
+class _CApi:
+    """The few MXNet C functions on the caller's path, called through ``ctypes.PyDLL``.
+
+    ``mxnet`` calls its library through ``ctypes.CDLL``, which releases the GIL around
+    every call.  Releasing it is what lets another Python thread of the training
+    process (the completion thread, the receiver thread) take it, and the training
+    thread then waits to get it back: on a 2-core machine whose cores MXNet's workers
+    hold, a thread switch of tens of microseconds, several per ``add_*``.  The calls
+    here never block (metadata reads, the autograd flag, pushing an operation onto the
+    engine, which returns once it is queued), so holding the GIL through them costs
+    nothing and keeps the whole of ``add_*`` one uninterrupted run of the training
+    thread.  ``PyDLL`` on the same path is the same loaded library (``dlopen`` returns
+    the handle it already has), with the GIL kept.
+
+    Arguments are preallocated ctypes objects, reused: callers hold the pipeline lock.
+    """
+
+    def __init__(self, mx: Any) -> None:
+        import ctypes
+
+        from mxnet.base import _LIB, NDArrayHandle, c_str, check_call
+        from mxnet.ndarray.ndarray import _DTYPE_MX_TO_NP, _int64_enabled
+
+        lib = ctypes.PyDLL(_LIB._name)
+        self._check_call = check_call
+        self._to_np = _DTYPE_MX_TO_NP
+        self._dtypes: dict[int, tuple[str, int, bool]] = {}  # mx dtype code -> (slab dtype, itemsize, widened)
+        self._sparse = mx.nd.sparse.BaseSparseNDArray
+        self._mx_np = mx.np.ndarray
+        self._is_np_shape = mx.util.is_np_shape
+
+        self._ndim = ctypes.c_int()
+        if _int64_enabled():  # as NDArray.shape chooses, so shapes are read alike
+            self._pdata: Any = ctypes.POINTER(ctypes.c_int64)()
+            self._get_shape = lib.MXNDArrayGetShapeEx64
+        else:
+            self._pdata = ctypes.POINTER(ctypes.c_int)()
+            self._get_shape = lib.MXNDArrayGetShapeEx
+        self._ndim_ref = ctypes.byref(self._ndim)
+        self._pdata_ref = ctypes.byref(self._pdata)
+        self._dtype = ctypes.c_int()
+        self._dtype_ref = ctypes.byref(self._dtype)
+        self._get_dtype = lib.MXNDArrayGetDType
+
+        self._recording = ctypes.c_bool()
+        self._recording_ref = ctypes.byref(self._recording)
+        self._prev = ctypes.c_int()
+        self._prev_ref = ctypes.byref(self._prev)
+        self._is_recording = lib.MXAutogradIsRecording
+        self._set_recording = lib.MXAutogradSetIsRecording
+
+        op = ctypes.c_void_p()
+        check_call(_LIB.NNGetOpHandle(c_str("_copyto"), ctypes.byref(op)))
+        self._op = op
+        self._invoke = lib.MXImperativeInvokeEx
+        self._inputs = (NDArrayHandle * 1)()
+        self._outputs = (NDArrayHandle * 1)()
+        out_ptr = ctypes.cast(self._outputs, ctypes.POINTER(NDArrayHandle))
+        self._num_out = ctypes.c_int(1)
+        out_stypes = ctypes.POINTER(ctypes.c_int)()
+        self._refs = (ctypes.byref(self._num_out), ctypes.byref(out_ptr), ctypes.byref(out_stypes))
+        self._keep = (out_ptr, out_stypes)
+        # Waiting is the one call that blocks: through mxnet's CDLL, GIL released.
+        self.wait_to_read = _LIB.MXNDArrayWaitToRead
+
+    def describe(self, value: Any) -> NDArrayInfo:
+        """:func:`ndarray_info` in two C calls and a table lookup."""
+        handle = value.handle
+        rc = self._get_shape(handle, self._ndim_ref, self._pdata_ref) or self._get_dtype(handle, self._dtype_ref)
+        if rc:
+            self._check_call(rc)
+        ndim = self._ndim.value
+        if ndim < 0:  # shape unknown (deferred initialization): say what MXNet says
+            return ndarray_info(value)
+        shape = (self._pdata[0],) if ndim == 1 else tuple(self._pdata[:ndim])
+        if not ndim and not self._is_np_shape():
+            raise ValueError(_ZERO_D)
+        code = self._dtype.value
+        known = self._dtypes.get(code)
+        if known is None:
+            # np.dtype(...).name runs Python code in numpy (~50 us with the engine busy):
+            # once per MXNet dtype, not per call.
+            src = np.dtype(self._to_np[code]).name
+            slab = _WIDEN.get(src, src)
+            known = self._dtypes[code] = (slab, np.dtype(slab).itemsize, slab != src)
+        slab, itemsize, widened = known
+        size = 1
+        for d in shape:
+            size *= d
+        convert = widened or isinstance(value, (self._sparse, self._mx_np))
+        # tuple.__new__ directly: NDArrayInfo(...) runs namedtuple's __new__, a Python frame.
+        return _new_tuple(NDArrayInfo, (shape, slab, size * itemsize, size, convert))
+
+    def push_copy(self, src: Any, dst: Any) -> None:
+        """``src.copyto(dst)`` as one ``MXImperativeInvokeEx``, outside autograd.
+
+        ``NDArray.copyto`` reaches the same call through ~10 us of generic Python (op
+        lookup, ctypes arrays built per call).  Recording is paused around the push, as
+        ``autograd.pause()`` would (our copy is not part of the user's graph), by the
+        same two C calls it makes, without its Python.
+        """
+        self._inputs[0] = src.handle
+        self._outputs[0] = dst.handle
+        self._num_out.value = 1
+        rc = self._is_recording(self._recording_ref)
+        if rc:
+            self._check_call(rc)
+        refs = self._refs
+        if self._recording.value:
+            self._check_call(self._set_recording(0, self._prev_ref))
+            try:
+                rc = self._invoke(self._op, 1, self._inputs, refs[0], refs[1], 0, None, None, refs[2])
+            finally:
+                self._check_call(self._set_recording(1, self._prev_ref))
+        else:
+            rc = self._invoke(self._op, 1, self._inputs, refs[0], refs[1], 0, None, None, refs[2])
+        if rc:
+            self._check_call(rc)
+
+
+class _PythonApi:
+    """:class:`_CApi`'s four operations through mxnet's own Python API (each C call
+    then releases the GIL, and ``copyto`` runs its generic Python): for an mxnet build
+    that lacks one of the C functions ``_CApi`` calls."""
+
+    def __init__(self, mx: Any) -> None:
+        from mxnet.base import _LIB, check_call
+
+        self._autograd = mx.autograd
+        self._check_call = check_call
+        self.wait_to_read = _LIB.MXNDArrayWaitToRead
+        self.describe = ndarray_info
+
+    def push_copy(self, src: Any, dst: Any) -> None:
+        if self._autograd.is_recording():
+            with self._autograd.pause():  # our copy is not part of the user's graph
+                src.copyto(dst)
+        else:
+            src.copyto(dst)
 
 
 class EngineCapture:
@@ -139,34 +261,32 @@ class EngineCapture:
         import mxnet as mx
 
         self._mx = mx
-        self._push = _direct_copy() or (lambda src, dst: src.copyto(dst))
+        try:
+            self._api: _CApi | _PythonApi = _CApi(mx)
+        except (ImportError, AttributeError, OSError):  # another mxnet build: its own Python API
+            self._api = _PythonApi(mx)
+        self.describe = self._api.describe
+        self._push = self._api.push_copy
         self._wrappers: OrderedDict[tuple[int, tuple[int, ...], str], Any] = OrderedDict()
         # Keys whose copy failed, appended by the completion thread (list.append is
         # atomic) and evicted here: a failed engine op may leave its exception on
         # the wrapper's engine variable, so the wrapper is not reused.
         self._poisoned: list[tuple[int, tuple[int, ...], str]] = []
 
-    def _wrapper(self, buf: Any, offset: int, info: NDArrayInfo) -> Any:
-        while self._poisoned:
-            self._wrappers.pop(self._poisoned.pop(), None)
-        key = (offset, info.shape, info.dtype)
-        w = self._wrappers.get(key)
-        if w is None:
-            # The view must hold a buffer export on the mapping: while MXNet holds it
-            # (from_numpy increfs it until the engine is done with the wrapper's memory)
-            # the arena then cannot be unmapped under a pending copy, which close() after
-            # a timeout would otherwise do, leaving the engine to write into unmapped
-            # memory (a segfault once the value is computed). np.ndarray(buffer=...)
-            # holds none, nor does np.frombuffer of the mmap itself before numpy 1.20
-            # (it keeps the object, not the export); a memoryview is the export on any.
-            view = np.frombuffer(memoryview(buf), dtype=info.dtype, count=info.size, offset=offset)
-            view = view.reshape(info.shape)
-            w = self._mx.nd.from_numpy(view, zero_copy=True)
-            self._wrappers[key] = w
-            if len(self._wrappers) > self.MAX_WRAPPERS:
-                self._wrappers.popitem(last=False)
-        else:
-            self._wrappers.move_to_end(key)
+    def _new_wrapper(self, buf: Any, offset: int, info: NDArrayInfo, key: tuple[Any, ...]) -> Any:
+        # The view must hold a buffer export on the mapping: while MXNet holds it
+        # (from_numpy increfs it until the engine is done with the wrapper's memory)
+        # the arena then cannot be unmapped under a pending copy, which close() after
+        # a timeout would otherwise do, leaving the engine to write into unmapped
+        # memory (a segfault once the value is computed). np.ndarray(buffer=...)
+        # holds none, nor does np.frombuffer of the mmap itself before numpy 1.20
+        # (it keeps the object, not the export); a memoryview is the export on any.
+        view = np.frombuffer(memoryview(buf), dtype=info.dtype, count=info.size, offset=offset)
+        view = view.reshape(info.shape)
+        w = self._mx.nd.from_numpy(view, zero_copy=True)
+        self._wrappers[key] = w
+        if len(self._wrappers) > self.MAX_WRAPPERS:
+            self._wrappers.popitem(last=False)
         return w
 
     def start(self, value: Any, info: NDArrayInfo, buf: Any, offset: int) -> Callable[[], Any]:
@@ -176,172 +296,42 @@ class EngineCapture:
         shape (another wrapper, another engine variable).  That is safe: a span is
         reused only after the sidecar released it, which it does only after the
         completion thread saw this copy finish.
+
+        Steady state is a dict hit and one push: with the engine busy every Python
+        call here is stretched several times, so nothing else runs per call.
         """
-        if info.convert:
-            mx = self._mx
-            if isinstance(value, mx.np.ndarray):
-                value = value.as_nd_ndarray()  # mx.np arrays copy only into mx.np arrays; a view
-            if isinstance(value, mx.nd.sparse.BaseSparseNDArray):
-                value = value.tostype("default")  # densified on the engine
-            if np.dtype(value.dtype).name != info.dtype:
-                value = value.astype(info.dtype)  # engine op, see _WIDEN
-        dst = self._wrapper(buf, offset, info)
-        if self._mx.autograd.is_recording():
-            with self._mx.autograd.pause():  # our copy is not part of the user's graph
-                self._push(value, dst)
-        else:
-            self._push(value, dst)
+        if info[4]:  # convert
+            value = self._convert(value, info)
+        wrappers = self._wrappers
         poisoned = self._poisoned
-        key = (offset, info.shape, info.dtype)
+        while poisoned:
+            wrappers.pop(poisoned.pop(), None)
+        key = (offset, info[0], info[1])
+        dst = wrappers.get(key)
+        if dst is None:
+            dst = self._new_wrapper(buf, offset, info, key)
+        else:
+            wrappers.move_to_end(key)
+        self._push(value, dst)
+        return partial(_wait, self._api, dst, key, poisoned)
 
-        def wait() -> None:  # runs on the completion thread; MXNet releases the GIL
-            try:
-                dst.wait_to_read()
-            except BaseException:
-                poisoned.append(key)
-                raise
-
-        return wait
+    def _convert(self, value: Any, info: NDArrayInfo) -> Any:
+        mx = self._mx
+        if isinstance(value, mx.np.ndarray):
+            value = value.as_nd_ndarray()  # mx.np arrays copy only into mx.np arrays; a view
+        if isinstance(value, mx.nd.sparse.BaseSparseNDArray):
+            value = value.tostype("default")  # densified on the engine
+        if np.dtype(value.dtype).name != info.dtype:
+            value = value.astype(info.dtype)  # engine op, see _WIDEN
+        return value
 
     def clear(self) -> None:
         self._wrappers.clear()
 
 
-def _direct_copy() -> Callable[[Any, Any], None] | None:
-    """``src.copyto(dst)`` as one call of MXNet's C API, ``MXImperativeInvokeEx``.
-
-    ``NDArray.copyto`` reaches the same call through ~10 us of generic Python (op
-    lookup, ctypes arrays built per call); on a 2-core machine whose cores MXNet's
-    own threads are busy on, each of those microseconds is stretched several times.
-    The arrays here are built once and reused: callers hold the pipeline lock.
-    Returns None (use ``copyto``) if this mxnet lacks the entry points.
-    """
-    import ctypes
-
-    try:
-        from mxnet.base import _LIB, NDArrayHandle, c_str, check_call
-
-        op = ctypes.c_void_p()
-        check_call(_LIB.NNGetOpHandle(c_str("_copyto"), ctypes.byref(op)))
-        invoke = _LIB.MXImperativeInvokeEx
-    except (ImportError, AttributeError, OSError):  # pragma: no cover - other mxnet builds
-        return None
-    inputs = (NDArrayHandle * 1)()
-    outputs = (NDArrayHandle * 1)()
-    out_ptr = ctypes.cast(outputs, ctypes.POINTER(NDArrayHandle))
-    num_out = ctypes.c_int(1)
-    out_stypes = ctypes.POINTER(ctypes.c_int)()
-    refs = (ctypes.byref(num_out), ctypes.byref(out_ptr), ctypes.byref(out_stypes))
-
-    def push(src: Any, dst: Any) -> None:
-        inputs[0] = src.handle
-        outputs[0] = dst.handle
-        num_out.value = 1
-        check_call(invoke(op, 1, inputs, refs[0], refs[1], 0, None, None, refs[2]))
-
-    return push
-
-
-class CompletionThread(threading.Thread):
-    """Sends descriptors in the order they were logged, once their data is in place.
-
-    Items are tuples ``(op, seq, kind, tag, step, wall_time, run, number, text,
-    offset, nbytes, dtype, shape, options, pending)`` where ``pending`` is None or a
-    callable that returns once the span holds the value (or raises if the value could
-    not be computed: the item is then sent as SKIP, with the reason).
-    """
-
-    def __init__(self, send: Callable[[list[bytes], int], None], on_failure: Callable[[BaseException], None]) -> None:
-        super().__init__(name="mxsidecar-completion", daemon=True)
-        self._send = send
-        self._on_failure = on_failure
-        self.queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
-        self.put = self.queue.put  # the training thread's whole cost of a hand-off
-        # True while waiting for an engine copy: close() names MXNet's engine, not the
-        # sidecar, when it gives up on a value that was never computed.
-        self.waiting_for_engine = False
-
-    def run(self) -> None:
-        """``send(payloads, last_seq)`` gets the frames of a batch and the batch's last
-        seq, control descriptors included.
-
-        Consecutive float scalars (the kind logged by the thousand: no span, no text,
-        no options) go as one SCALARS frame (``wire/descriptors.py``): one struct pack
-        per value here, and one frame for the sidecar to walk, instead of a framed
-        descriptor each.  This thread holds the GIL while it packs, and the training
-        thread wants it back, so the per-value cost here is the caller's cost too.
-        """
-        q = self.queue
-        payloads: list[bytes] = []
-        entries: list[bytes] = []  # the SCALARS frame being built, in seq order
-        last = [0]
-        pack_entry = SCALAR_ENTRY.pack
-        previous = 0  # items in the last batch
-        item_op, scalar_kind = int(Op.ITEM), int(Kind.SCALAR)
-
-        def send() -> None:
-            if entries:
-                payloads.append(SCALARS_OP + b"".join(entries))
-                entries.clear()
-            if payloads:
-                self._send(payloads[:], last[0])
-                payloads.clear()
-
-        try:
-            while True:
-                batch = [q.get()]
-                # FLUSH, CLOSE, STATS and STOP have a caller waiting on them and end a
-                # burst rather than start one: no reason to wait for company.
-                if batch[0] is not STOP and batch[0][0] == Op.ITEM and previous < BURST_ITEMS:
-                    time.sleep(BATCH_DELAY)
-                while len(batch) < MAX_BATCH:
-                    try:
-                        batch.append(q.get_nowait())
-                    except queue.Empty:
-                        break
-                for item in batch:
-                    if item is STOP:
-                        send()
-                        return
-                    op, seq, kind, tag, step, wall, run, number, text, _, nbytes, _, _, options, pending = item
-                    if kind == scalar_kind and op == item_op and pending is None and not (nbytes or text or options):
-                        tag_b = tag.encode()
-                        run_b = run.encode()
-                        entries.append(pack_entry(seq, step, wall, number, len(tag_b), len(run_b)) + tag_b + run_b)
-                        last[0] = seq
-                        if len(entries) >= SCALARS_PER_FRAME:
-                            payloads.append(SCALARS_OP + b"".join(entries))
-                            entries.clear()
-                        continue
-                    if entries:  # the scalars before this item go first: order is seq order
-                        payloads.append(SCALARS_OP + b"".join(entries))
-                        entries.clear()
-                    if pending is not None:
-                        send()  # let the sidecar work while we wait on the engine
-                        self.waiting_for_engine = True
-                        try:
-                            pending()
-                        except Exception as exc:
-                            payloads.append(skip_descriptor(item, exc))
-                            last[0] = seq
-                            continue
-                        finally:
-                            self.waiting_for_engine = False
-                    payloads.append(pack_descriptor(*item[:-1]))
-                    last[0] = seq
-                send()
-                previous = len(batch)
-                # Each item's tuple (and numpy views it may pin) goes now, not at the next burst.
-                del batch, item, pending
-        except ChannelClosed:
-            # The sidecar is gone for good (the pipeline did not restart it): the
-            # receiver thread explains why, and what is still queued is lost with it.
-            pass
-        except BaseException as exc:
-            # A bug on our side must not leave callers waiting on a thread that is gone.
-            self._on_failure(exc)
-
-
-def skip_descriptor(item: tuple[Any, ...], exc: BaseException) -> bytes:
-    _op, seq, kind, tag = item[:4]
-    return pack_descriptor(Op.SKIP, seq, kind, tag, text=f"{type(exc).__name__}: {exc}")
+def _wait(api: _CApi | _PythonApi, dst: Any, key: tuple[Any, ...], poisoned: list[Any]) -> None:
+    """What the completion thread calls to wait for one engine copy (GIL released)."""
+    rc = api.wait_to_read(dst.handle)
+    if rc:
+        poisoned.append(key)
+        api._check_call(rc)  # MXNetError: the value could not be computed

@@ -32,7 +32,8 @@ from ..errors import MxSidecarError, SidecarError, WriterClosed
 from ..wire.arena import Arena, SpanAllocator
 from ..wire.descriptors import Kind, Op
 from .backpressure import FlowControl, OnFull
-from .capture import STOP, CompletionThread, EngineCapture
+from .capture import EngineCapture, NDArrayInfo
+from .completion import STOP, CompletionThread
 from .feedback import SidecarFeedback
 from .remote import RemoteLogdir
 from .supervisor import Supervisor
@@ -41,6 +42,7 @@ __all__ = ["Part", "Pipeline"]
 
 STATS_TIMEOUT = 10.0
 _KIND_NAMES = {k: k.name.lower() for k in Kind}  # Enum.name is a property: not on the drop path
+_ITEM = Op.ITEM  # a module global: Op.ITEM is a lookup on the enum class per call
 
 
 class Part(NamedTuple):
@@ -137,24 +139,35 @@ class Pipeline(SidecarFeedback):
         tag: str,
         step: int,
         wall_time: float,
-        *,
         run: str = "",
         number: float = 0.0,
         text: str = "",
         options: dict[str, Any] | None = None,
     ) -> bool:
-        """Enqueue a value that travels inside its descriptor; False if dropped."""
-        with self._cond:
+        """Enqueue a value that travels inside its descriptor; False if dropped.
+
+        ``run`` and ``number`` may be passed by position (``add_scalar`` does: a
+        keyword argument costs a little more per call).
+
+        The lock is taken by its own ``acquire``/``release`` (C methods), not ``with``
+        on the Condition, whose ``__enter__``/``__exit__`` are two Python calls more:
+        this is the whole path of ``add_scalar(float)``, a microsecond or two.
+        """
+        cond = self._cond
+        cond.acquire()
+        try:
             if self._error is not None or self.closed:
                 self._check()
             if self._seq - self._done >= self.max_queue:
-                if self.flow.admit(self._reserve_slot, self._cond.wait, _KIND_NAMES[kind], tag, self._check) is None:
+                if self.flow.admit(self._reserve_slot, cond.wait, _KIND_NAMES[kind], tag, self._check) is None:
                     return False
-            self._seq += 1
+            seq = self._seq = self._seq + 1
             self.completion.put(
-                (Op.ITEM, self._seq, kind, tag, step, wall_time, run, number, text, 0, 0, "", (), options, None)
+                (_ITEM, seq, kind, tag, step, wall_time, run, number, text, 0, 0, "", (), options, None)
             )
             return True
+        finally:
+            cond.release()
 
     def submit_array(
         self,
@@ -177,36 +190,37 @@ class Pipeline(SidecarFeedback):
         matrix and sprite images, a pr-curve's labels and predictions) are laid out
         back to back, 64-byte aligned, and described in ``options["parts"]`` (also for
         one part with ``named``: the sidecar then gets a dict of named arrays).
+
+        The common case, room in the queue and in the arena, takes one ``allocate``;
+        the policy (``fits_ever``, ``FlowControl.admit``) runs only when it fails.
         """
-        layout: list[tuple[Part, int]] = []
-        nbytes = 0
-        for part in parts:
-            layout.append((part, nbytes))
-            nbytes += SpanAllocator.aligned(part.nbytes)
-        with self._cond:
+        single = len(parts) == 1 and not named
+        if single:
+            nbytes = SpanAllocator.aligned(parts[0].nbytes)
+            layout = [(parts[0], 0)]
+        else:
+            layout = []
+            nbytes = 0
+            for part in parts:
+                layout.append((part, nbytes))
+                nbytes += SpanAllocator.aligned(part.nbytes)
+        cond = self._cond
+        cond.acquire()
+        try:
             if self._error is not None or self.closed:
                 self._check()
             allocator = self.arena.allocator
             assert allocator is not None
-            if not allocator.fits_ever(nbytes):
-                raise ValueError(
-                    f"{_KIND_NAMES[kind]} {tag!r}: {nbytes / 2**20:.1f} MB can never fit in the arena "
-                    f"(slab_mb={self.arena.size / 2**20:g}); raise slab_mb or log a smaller array"
-                )
-
-            def reserve() -> int | str:
-                if self._seq - self._done >= self.max_queue:
-                    return "max_queue"
-                offset = allocator.allocate(nbytes)
-                return "slab_mb" if offset is None else offset
-
-            offset = self.flow.admit(reserve, self._cond.wait, _KIND_NAMES[kind], tag, self._check)
+            offset = allocator.allocate(nbytes) if self._seq - self._done < self.max_queue else None
             if offset is None:
-                return False
+                offset = self._admit_span(kind, tag, nbytes)
+                if offset is None:
+                    return False
             waits: list[Callable[[], Any]] = []
+            buf = self.arena.buf
             try:
                 for part, rel in layout:
-                    w = part.fill(self.arena.buf, offset + rel)
+                    w = part.fill(buf, offset + rel)
                     if w is not None:
                         waits.append(w)
             except BaseException:
@@ -225,36 +239,86 @@ class Pipeline(SidecarFeedback):
                     )
                 raise
             pending = None if not waits else waits[0] if len(waits) == 1 else _wait_all(waits)
-            self._seq += 1
-            self._spans.append((self._seq, offset))
+            seq = self._seq = self._seq + 1
+            self._spans.append((seq, offset))
             self.queued_bytes_total += nbytes
-            if len(parts) == 1 and not named:
-                (part,) = parts
+            if single:
+                part = parts[0]
                 dtype, shape, nbytes = part.dtype, part.shape, part.nbytes
             else:
                 dtype, shape = "", ()
                 options = dict(options or {})
                 options["parts"] = [[part.name, rel, part.dtype, list(part.shape)] for part, rel in layout]
             self.completion.put(
-                (
-                    Op.ITEM,
-                    self._seq,
-                    kind,
-                    tag,
-                    step,
-                    wall_time,
-                    run,
-                    0.0,
-                    text,
-                    offset,
-                    nbytes,
-                    dtype,
-                    shape,
-                    options,
-                    pending,
-                )
+                (_ITEM, seq, kind, tag, step, wall_time, run, 0.0, text, offset, nbytes, dtype, shape, options, pending)
             )
             return True
+        finally:
+            cond.release()
+
+    def submit_ndarray(
+        self,
+        kind: Kind,
+        tag: str,
+        step: int,
+        wall_time: float,
+        value: Any,
+        info: NDArrayInfo,
+        options: dict[str, Any] | None = None,
+    ) -> bool:
+        """:meth:`submit_array` for one NDArray (``info``: ``engine.describe(value)``).
+
+        The per-step kinds (a loss, a gradient's histogram) come here: one span, one
+        engine push, no Part and no layout, so the call is as short as the training
+        thread can make it while MXNet's workers hold the cores.
+        """
+        nbytes = info[2]
+        cond = self._cond
+        cond.acquire()
+        try:
+            if self._error is not None or self.closed:
+                self._check()
+            allocator = self.arena.allocator
+            assert allocator is not None
+            offset = allocator.allocate(nbytes) if self._seq - self._done < self.max_queue else None
+            if offset is None:
+                offset = self._admit_span(kind, tag, nbytes)
+                if offset is None:
+                    return False
+            try:
+                pending = (self._engine or self.engine).start(value, info, self.arena.buf, offset)
+            except BaseException:
+                allocator.free(offset)  # nothing was pushed that could write into it
+                raise
+            seq = self._seq = self._seq + 1
+            self._spans.append((seq, offset))
+            self.queued_bytes_total += SpanAllocator.aligned(nbytes)
+            shape, dtype = info[0], info[1]
+            self.completion.put(
+                (_ITEM, seq, kind, tag, step, wall_time, "", 0.0, "", offset, nbytes, dtype, shape, options, pending)
+            )
+            return True
+        finally:
+            cond.release()
+
+    def _admit_span(self, kind: Kind, tag: str, nbytes: int) -> int | None:
+        """The queue or the arena is full (lock held): the ``on_full`` policy decides;
+        the span's offset, or None if the item is dropped."""
+        allocator = self.arena.allocator
+        assert allocator is not None
+        if not allocator.fits_ever(nbytes):
+            raise ValueError(
+                f"{_KIND_NAMES[kind]} {tag!r}: {nbytes / 2**20:.1f} MB can never fit in the arena "
+                f"(slab_mb={self.arena.size / 2**20:g}); raise slab_mb or log a smaller array"
+            )
+
+        def reserve() -> int | str:
+            if self._seq - self._done >= self.max_queue:
+                return "max_queue"
+            offset = allocator.allocate(nbytes)
+            return "slab_mb" if offset is None else offset
+
+        return self.flow.admit(reserve, self._cond.wait, _KIND_NAMES[kind], tag, self._check)
 
     @property
     def engine(self) -> EngineCapture:

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import WriterClosed
 from ..wire.descriptors import pack_descriptor
 from ..wire.framing import ChannelClosed
-from .capture import STOP, skip_descriptor
+from .completion import STOP, skip_descriptor
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline

@@ -4,17 +4,22 @@ array argument (an NDArray described from its metadata, or a numpy array)."""
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from .. import arguments as v
-from ..capture import copy_numpy, is_ndarray, ndarray_info
+from ..capture import NDArrayInfo, copy_numpy, is_ndarray
 from ..pipeline import Part, Pipeline
 
 __all__ = ["KindCalls"]
 
 _now = time.time
+
+
+def _fill_numpy(arr: np.ndarray[Any, Any], buf: Any, offset: int) -> None:
+    copy_numpy(buf, offset, arr)
 
 
 class KindCalls:
@@ -52,28 +57,35 @@ class KindCalls:
         by the engine; anything else becomes a numpy array copied by memcpy.
         """
         if is_ndarray(value):
-            info = ndarray_info(value)
-            arr = None
-            shape, dtype, nbytes, size = info.shape, info.dtype, info.nbytes, info.size
             engine = self._pipe.engine
-
-            def fill(buf: Any, offset: int) -> Any:
-                return engine.start(value, info, buf, offset)
-
+            info = engine.describe(value)
+            arr = None
+            shape, dtype, nbytes, size, _ = info
+            fill: Any = partial(engine.start, value, info)
         else:
             arr = v.check_array(value, name, min_size=0)
             shape, dtype, nbytes, size = arr.shape, arr.dtype.name, arr.nbytes, arr.size
-
-            def fill(buf: Any, offset: int) -> Any:
-                return copy_numpy(buf, offset, arr)
-
+            fill = partial(_fill_numpy, arr)
         if size < min_size:
             raise ValueError(f"{name} must have at least {min_size} element(s), got shape {shape}")
         if max_size is not None and size > max_size:
             raise ValueError(f"{name} must hold exactly one element, got an array of shape {shape}")
         if dtypes is not None:
             dtypes(dtype, name)
-        return Part(name, tuple(shape), dtype, nbytes, fill), arr
+        return Part(name, shape, dtype, nbytes, fill), arr
+
+    def _ndarray(self, name: str, value: Any, max_size: int | None = None) -> NDArrayInfo:
+        """An NDArray argument of the per-step kinds (scalars, histograms), described
+        from its metadata (no sync) for :meth:`Pipeline.submit_ndarray`: the short
+        path of :meth:`_part`, with the same checks."""
+        pipe = self._pipe
+        info = (pipe._engine or pipe.engine).describe(value)
+        size = info[3]
+        if size < 1:
+            raise ValueError(f"{name} must have at least 1 element(s), got shape {info[0]}")
+        if max_size is not None and size > max_size:
+            raise ValueError(f"{name} must hold exactly one element, got an array of shape {info[0]}")
+        return info
 
     def _common(self, tag: Any, global_step: Any, walltime: Any) -> tuple[str, int, float]:
         return self._tag(tag), v.check_step(global_step), _now() if walltime is None else v.check_walltime(walltime)

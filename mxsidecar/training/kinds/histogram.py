@@ -11,12 +11,16 @@ from typing import Any
 import numpy as np
 
 from ...wire.descriptors import Kind
-from ..arguments import short_repr
-from ._base import KindCalls
+from ..arguments import INT64_MAX, check_step, check_walltime, short_repr
+from ..capture import is_ndarray
+from ._base import KindCalls, _now
 
 __all__ = ["HistogramCalls"]
 
 MAX_BINS = 10_000  # tensorboardX#1: bins='auto' once asked numpy for 66 billion
+
+_HISTOGRAM = Kind.HISTOGRAM
+_DEFAULT_BINS = {"bins": "default"}
 
 BIN_RULES = ("auto", "fd", "doane", "scott", "stone", "rice", "sturges", "sqrt")
 
@@ -79,9 +83,20 @@ class HistogramCalls(KindCalls):
             ``'stone'``, ``'rice'``, ``'sturges'``, ``'sqrt'`` (numpy's rules), capped at
             ``MAX_BINS`` buckets.
         """
-        tag, step, wall = self._common(tag, global_step, walltime)
-        options = {"bins": check_bins(bins)}
+        if type(tag) is not str or tag not in self._tags:
+            self._tag(tag)
+        if type(global_step) is not int or not 0 <= global_step <= INT64_MAX:
+            global_step = check_step(global_step)
+        wall = _now() if walltime is None else check_walltime(walltime)
+        # TensorBoard's buckets, the usual choice: one shared options dict (only read,
+        # by the completion thread's json.dumps), not a dict and a check per call.
+        options = _DEFAULT_BINS if type(bins) is str and bins == "default" else {"bins": check_bins(bins)}
+        if is_ndarray(values):  # the short path: one engine push, nothing else
+            self._pipe.submit_ndarray(
+                _HISTOGRAM, tag, global_step, wall, values, self._ndarray("values", values), options
+            )
+            return
         part, arr = self._part("values", values)
         if arr is not None:
             check_histogram_values(arr)
-        self._pipe.submit_array(Kind.HISTOGRAM, tag, step, wall, [part], options=options)
+        self._pipe.submit_array(_HISTOGRAM, tag, global_step, wall, [part], options=options)
