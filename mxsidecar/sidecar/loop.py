@@ -94,6 +94,7 @@ class Sidecar:
             self.selector.register(listener, selectors.EVENT_READ, None)
         self.producers: dict[int, Producer] = {}
         self.closed = False
+        self.term_requested = False  # SIGTERM to a node sidecar (process.py): take no new writers
         self.served = 0  # producers ever served
         self.ended_without_close = 0  # ... whose connection ended without CLOSE (died, or killed)
         self.flush_secs = first.flush_secs
@@ -151,6 +152,10 @@ class Sidecar:
                     self._serve(p)
                 if self.closed:
                     return
+            if self.term_requested:
+                self.term_requested = False
+                self._close_listener()  # a writer connecting from now on starts a new sidecar
+                self.fsync_all()
             now = time.monotonic()
             if now >= self.next_fsync:
                 self.fsync_all()

@@ -9,7 +9,8 @@ says how it ended:
 * 0: closed, or the producers died and everything received was written;
 * 1: an exception, whose traceback went to the trainer first (an ``ErrorReport``);
 * a signal: SIGTERM is turned into a clean exit (files closed, the arena left to its
-  owner, unless the owner dies within ``TERM_GRACE_SECS``: a SIGTERM to the whole
+  owner, unless the owner dies within ``TERM_GRACE_SECS``; a node sidecar instead stops
+  taking new writers and exits when those it serves have gone: a SIGTERM to the whole
   process group kills a trainer that does not handle it, and nobody else would unlink
   its segment); SIGINT is ignored, because Ctrl-C reaches the whole process group and
   the trainer decides what happens.
@@ -100,7 +101,16 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.enable()  # a segfault still leaves a traceback on stderr
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
+    serving: list[Sidecar] = []  # the node sidecar, once there is one
+
     def _on_term(signum: int, frame: object) -> None:
+        # A node sidecar serves writers of other process groups: a SIGTERM to its
+        # starter's group (timeout, kill -TERM -PGID) must not end it for them.  It
+        # stops taking new writers and goes on with the living; those the same signal
+        # killed are seen gone by EOF, and it exits with the last (loop.py).
+        if serving and serving[0].listener is not None:
+            serving[0].term_requested = True
+            return
         raise _Terminated()
 
     signal.signal(signal.SIGTERM, _on_term)
@@ -115,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         if first is None:
             return 0  # the producer that started us went away before saying who it is
         sidecar = Sidecar(first, args, scheduling, listener)
+        serving.append(sidecar)
         sidecar.run()
         return 0
     except _Terminated:
