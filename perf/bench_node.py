@@ -4,7 +4,8 @@
 
 **Step time and per-call cost.** ``--producers`` processes train at once (each step:
 four 256x256 matmuls on one BLAS thread, about 10 ms on a 2-core VM) and log after
-every step 3 scalars and 4 histograms of 10,000 values.  Three modes, interleaved
+every step 3 scalars and, every ``--histograms-every`` steps, 4 histograms of 10,000
+values.  Three modes, interleaved
 round by round (A B C A B C ...): ``none`` (the same loop, no writer), ``shared``
 (``share_sidecar=True``, the default: one sidecar for all of them) and ``separate``
 (``share_sidecar=False``: one sidecar each).  Each producer reports its mean step time
@@ -43,6 +44,7 @@ PRODUCER = textwrap.dedent(
     import json, os, sys, time
     import numpy as np
     mode, logdir, steps, gate, rank = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+    every = int(sys.argv[6])
     rng = np.random.default_rng(rank)
     a = rng.standard_normal((256, 256), dtype=np.float32)
     hists = [rng.standard_normal(10_000).astype(np.float32) for _ in range(4)]
@@ -66,8 +68,9 @@ PRODUCER = textwrap.dedent(
                 c0 = clock()
                 w.add_scalar(f"train/s{k}", loss + k, step)
                 calls.append(clock() - c0)
-            for k, h in enumerate(hists):
-                w.add_histogram(f"grad/h{k}", h, step)
+            if step % every == 0:
+                for k, h in enumerate(hists):
+                    w.add_histogram(f"grad/h{k}", h, step)
     side = {}
     if w is not None:
         w.flush()
@@ -107,14 +110,14 @@ def _env() -> dict[str, str]:
     return env
 
 
-def run_round(mode: str, producers: int, steps: int) -> list[dict[str, float]]:
+def run_round(mode: str, producers: int, steps: int, every: int = 1) -> list[dict[str, float]]:
     """``producers`` processes, started together through a gate file; their results."""
     with tempfile.TemporaryDirectory() as tmp:
         gate = os.path.join(tmp, "gate")
         logdir = os.path.join(tmp, "logs")
         procs = [
             subprocess.Popen(
-                [sys.executable, "-c", PRODUCER, mode, logdir, str(steps), gate, str(k)],
+                [sys.executable, "-c", PRODUCER, mode, logdir, str(steps), gate, str(k), str(every)],
                 stdout=subprocess.PIPE,
                 text=True,
                 env=_env(),
@@ -172,13 +175,14 @@ def main() -> None:
     ap.add_argument("--producers", type=int, default=2)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--histograms-every", type=int, default=1, help="steps between histograms (scalars: each step)")
     ap.add_argument("--memory", default="1,2,4,8", help="comma-separated producer counts ('' skips)")
     args = ap.parse_args()
     modes = ("none", "shared", "separate")
     results: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
     for _ in range(args.repeats):
         for mode in modes:
-            results[mode].extend(run_round(mode, args.producers, args.steps))
+            results[mode].extend(run_round(mode, args.producers, args.steps, args.histograms_every))
     base = statistics.median(r["step_ms"] for r in results["none"])
     for mode in modes:
         step = statistics.median(r["step_ms"] for r in results[mode])
@@ -187,6 +191,7 @@ def main() -> None:
             "mode": mode,
             "producers": args.producers,
             "steps": args.steps,
+            "histograms_every": args.histograms_every,
             "repeats": args.repeats,
             "step_ms_median": round(step, 3),
             "overhead_pct": round((step / base - 1) * 100, 2),
