@@ -335,6 +335,9 @@ def test_a_writer_in_pool_workers_logs_through_the_node_sidecar(tmp_path, method
     # Each worker unpickled the writer with every task, and joined the sidecar once:
     # one producer per worker process (not one per task), and ours.
     assert side["producers_served"] == 1 + len(set(pids))
+    # Nothing of the workers' left in /dev/shm: Pool.terminate() SIGTERMs a worker that may
+    # be in the middle of its finalizer's close(), after its CLOSE and before its unlink.
+    assert wait_until(lambda: not [g for pid in set(pids) for g in glob.glob(f"{SHM_DIR}/mxsidecar-{pid}-*")], 10)
 
 
 def test_a_forked_child_joins_at_its_first_call(tmp_path) -> None:
@@ -586,3 +589,49 @@ def test_the_node_address_is_the_directory_not_its_path(tmp_path) -> None:
     d.rename(tmp_path / "old")
     d.mkdir()
     assert node_address(str(d)) != first
+
+
+def test_a_producer_that_left_alive_and_died_later_leaves_no_segment(tmp_path) -> None:
+    """A writer that disconnects without CLOSE while alive keeps its segment (it may go on
+    with a sidecar of its own); if it dies while the node sidecar still runs, the sidecar
+    unlinks what the dead one cannot."""
+    from mxsidecar.wire.handshake import node_address
+
+    script = textwrap.dedent(
+        """
+        import os, socket, sys, time
+        import psutil
+        from mxsidecar.wire.arena import Arena
+        from mxsidecar.wire.framing import Channel
+        from mxsidecar.wire.handshake import Hello, Welcome
+        arena = Arena.create(1 << 20)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(bytes.fromhex(sys.argv[1]).decode())
+        ch = Channel(sock)
+        ch.send([Hello(os.getpid(), psutil.Process().create_time(), arena.name).pack()])
+        frames = []
+        while not frames:
+            frames = ch.recv()
+        assert not Welcome.unpack(frames[0]).error
+        sock.shutdown(socket.SHUT_WR)  # EOF without CLOSE, alive
+        print(arena.name, flush=True)
+        time.sleep(120)
+        """
+    )
+    with SidecarWriter(str(tmp_path)) as w:
+        address = node_address(str(tmp_path)).encode().hex()
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script, address],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=ROOT),
+        )
+        try:
+            segment = os.path.join(SHM_DIR, proc.stdout.readline().strip())
+            assert wait_until(lambda: w.stats()["sidecar"]["producers_ended_without_close"] == 1, 10)
+            assert os.path.exists(segment)  # alive: still its owner's
+            proc.kill()
+            proc.wait(10)
+            assert wait_until(lambda: not os.path.exists(segment), 10)  # dead: unlinked by the sidecar
+        finally:
+            proc.kill()

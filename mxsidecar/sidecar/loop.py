@@ -93,6 +93,9 @@ class Sidecar:
         if listener is not None:
             self.selector.register(listener, selectors.EVENT_READ, None)
         self.producers: dict[int, Producer] = {}
+        # Producers that left without CLOSE while alive: their segments are theirs to
+        # unlink, unless they die before we exit.
+        self.orphans: list[Producer] = []
         self.closed = False
         self.term_requested = False  # SIGTERM to a node sidecar (process.py): take no new writers
         self.served = 0  # producers ever served
@@ -161,6 +164,9 @@ class Sidecar:
                 self.fsync_all()
             if now >= self.next_producer_check:
                 self.next_producer_check = now + PRODUCER_CHECK_SECS
+                for p in [p for p in self.orphans if not p.alive()]:
+                    p.arena.unlink()
+                    self.orphans.remove(p)
                 for p in [p for p in self.producers.values() if not p.alive()]:
                     self._drain(p)
                     if self.closed:
@@ -256,6 +262,11 @@ class Sidecar:
         # before uploads that may fail, so a failed upload is not counted as lost items.
         self.flush_all()
         p.report()
+        # CLOSE means the producer is done with its segment; it unlinks it after our
+        # Goodbye, but one killed in between (a pool worker SIGTERMed in the middle of
+        # its finalizer's close) would leave it behind.  The name goes now, the mapping
+        # stays; the producer's own unlink finds nothing and is fine with that.
+        p.arena.unlink()
         last = self._remove(p)
         if last:
             try:
@@ -290,6 +301,8 @@ class Sidecar:
         # closes as it exits: give it a moment to be gone.
         if p.gone_within(0.2):
             p.arena.unlink()
+        else:
+            self.orphans.append(p)  # unlinked if its process dies while we run
         if self._remove(p):
             self.close_all()
             self.closed = True

@@ -105,7 +105,8 @@ class Producer:
         }
 
     def close(self) -> None:
-        """Drop the connection and the mapping; the segment is its owner's to unlink."""
+        """Drop the connection and the mapping (the loop unlinks the name: at CLOSE, or once
+        the producer's process is gone)."""
         try:
             self.channel.close()
         except OSError:
