@@ -324,10 +324,6 @@ class Sidecar:
         for p in self.producers.values():
             p.send(ErrorReport(traceback_text).pack())
 
-    def report_all(self) -> None:
-        for p in self.producers.values():
-            p.report()
-
     def handle(self, p: Producer, desc: Descriptor) -> None:
         if faults.active:
             faults.hit("receive", desc.tag)

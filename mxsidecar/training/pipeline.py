@@ -207,15 +207,9 @@ class Pipeline(SidecarFeedback):
         cond = self._cond
         cond.acquire()
         try:
-            if self._error is not None or self.closed:
-                self._check()
-            allocator = self.arena.allocator
-            assert allocator is not None
-            offset = allocator.allocate(nbytes) if self._seq - self._done < self.max_queue else None
+            offset = self._take_span(kind, tag, nbytes)
             if offset is None:
-                offset = self._admit_span(kind, tag, nbytes)
-                if offset is None:
-                    return False
+                return False
             waits: list[Callable[[], Any]] = []
             buf = self.arena.buf
             try:
@@ -225,7 +219,7 @@ class Pipeline(SidecarFeedback):
                         waits.append(w)
             except BaseException:
                 if not waits:
-                    allocator.free(offset)
+                    self._free_span(offset)
                 else:
                     # Engine copies already pushed may still write into the span, so it
                     # cannot be reused yet: a silent SKIP (empty text) travels in order,
@@ -276,19 +270,13 @@ class Pipeline(SidecarFeedback):
         cond = self._cond
         cond.acquire()
         try:
-            if self._error is not None or self.closed:
-                self._check()
-            allocator = self.arena.allocator
-            assert allocator is not None
-            offset = allocator.allocate(nbytes) if self._seq - self._done < self.max_queue else None
+            offset = self._take_span(kind, tag, nbytes)
             if offset is None:
-                offset = self._admit_span(kind, tag, nbytes)
-                if offset is None:
-                    return False
+                return False
             try:
                 pending = (self._engine or self.engine).start(value, info, self.arena.buf, offset)
             except BaseException:
-                allocator.free(offset)  # nothing was pushed that could write into it
+                self._free_span(offset)  # nothing was pushed that could write into it
                 raise
             seq = self._seq = self._seq + 1
             self._spans.append((seq, offset))
@@ -301,11 +289,24 @@ class Pipeline(SidecarFeedback):
         finally:
             cond.release()
 
-    def _admit_span(self, kind: Kind, tag: str, nbytes: int) -> int | None:
-        """The queue or the arena is full (lock held): the ``on_full`` policy decides;
-        the span's offset, or None if the item is dropped."""
+    def _free_span(self, offset: int) -> None:
+        """Give back a span no descriptor was sent for (lock held)."""
         allocator = self.arena.allocator
         assert allocator is not None
+        allocator.free(offset)
+
+    def _take_span(self, kind: Kind, tag: str, nbytes: int) -> int | None:
+        """The offset of a span of ``nbytes`` for one item (lock held), or None if the
+        item is dropped; raises the sticky error first.  With room in the queue and the
+        arena this is one ``allocate``; otherwise the ``on_full`` policy decides."""
+        if self._error is not None or self.closed:
+            self._check()
+        allocator = self.arena.allocator
+        assert allocator is not None
+        if self._seq - self._done < self.max_queue:
+            offset = allocator.allocate(nbytes)
+            if offset is not None:
+                return offset
         if not allocator.fits_ever(nbytes):
             raise ValueError(
                 f"{_KIND_NAMES[kind]} {tag!r}: {nbytes / 2**20:.1f} MB can never fit in the arena "

@@ -173,38 +173,38 @@ class Supervisor:
                     threading.Thread(target=self.proc.wait, name="mxsidecar-reaper", daemon=True).start()
                 return None
         pid = self._pid
-        if self.proc is None:
-            # Not our child: whether it is gone, not how; its starter reaps it.
+        if self.shared or self.proc is None:
+            # A node sidecar may still serve other writers (our own close() may have given
+            # up on it): wait for its exit, never kill it.  Only our own child, once
+            # reaped, tells how it ended; one another writer started is its starter's.
             gone = _wait_gone(pid, REAP_TIMEOUT) is not None
-            if remote_tb is not None:
-                last = next((ln.strip() for ln in reversed(remote_tb.splitlines()) if ln.strip()), "an error")
-                err = SidecarError(f"the mxsidecar sidecar (pid {pid}) shared on this machine failed with {last}", 1)
-                err.__cause__ = RemoteTraceback(remote_tb)
-                return err
-            state = "is gone" if gone else "is still running but closed our connection"
-            return SidecarError(
-                f"the mxsidecar sidecar (pid {pid}) that this writer shared with others on this machine {state} "
-                "(another process started it and has its exit status)",
-                0,
-            )
-        if self.shared:
-            # A node sidecar we started may still serve other writers (our own close()
-            # may have given up on it): wait for its exit, never kill it.
-            if _wait_gone(pid, REAP_TIMEOUT) is None:
+            if self.proc is None and remote_tb is None:
+                state = "is gone" if gone else "is still running but closed our connection"
+                return SidecarError(
+                    f"the mxsidecar sidecar (pid {pid}) that this writer shared with others on this machine {state} "
+                    "(another process started it and has its exit status)",
+                    0,
+                )
+            if self.proc is not None and not gone:
                 threading.Thread(target=self.proc.wait, name="mxsidecar-reaper", daemon=True).start()
                 return SidecarError(
                     f"the mxsidecar sidecar (pid {pid}) that this writer shared with others on this machine "
                     "is still running but closed our connection",
                     0,
                 )
-            rc = self.proc.wait()
+            rc = None if self.proc is None else self.proc.wait()
         else:
             rc = reap(self.proc, REAP_TIMEOUT)
         if remote_tb is not None:
             last = next((ln.strip() for ln in reversed(remote_tb.splitlines()) if ln.strip()), "an error")
-            err = SidecarError(f"the mxsidecar sidecar (pid {pid}) failed with {last} (exit status {rc})", rc)
+            if rc is None:  # not our child: no exit status to tell
+                err = SidecarError(f"the mxsidecar sidecar (pid {pid}) shared on this machine failed with {last}", 1)
+            else:
+                err = SidecarError(f"the mxsidecar sidecar (pid {pid}) failed with {last} (exit status {rc})", rc)
             err.__cause__ = RemoteTraceback(remote_tb)
-        elif rc < 0:
+            return err
+        assert rc is not None  # only our own child gets here: a joiner without a traceback returned above
+        if rc < 0:
             name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
             hint = " (the OOM killer sends SIGKILL)" if -rc == signal.SIGKILL else ""
             err = SidecarError(f"the mxsidecar sidecar (pid {pid}) was killed by {name}{hint}", rc)
