@@ -15,10 +15,7 @@ import pytest
 from conftest import event_files, load_multiplexer, read_events, tensor_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tensorboard.compat.proto import event_pb2 as tb_event_pb2
-from tensorboard.compat.proto import summary_pb2 as tb_summary_pb2
-from tensorboard.compat.proto import types_pb2 as tb_types_pb2
-from tensorboard.plugins.scalar import metadata as tb_scalar_metadata
+from test_scalar_bytes import tensorboards_bytes
 
 from mxsidecar import SidecarError, SidecarWriter
 from mxsidecar.formats import records
@@ -35,20 +32,6 @@ INT64_MAX = 2**63 - 1
 
 def _no_backwards(*args: object) -> None:
     raise AssertionError(f"no step goes backwards here: {args}")
-
-
-def tensorboards_event(wall_time: float, step: int, tag: str, value: float, with_metadata: bool) -> bytes:
-    """What TensorBoard's own classes serialize for this scalar event."""
-    ev = tb_event_pb2.Event(wall_time=wall_time, step=step)
-    v = tb_summary_pb2.Summary.Value(tag=tag)
-    v.tensor.dtype = tb_types_pb2.DT_FLOAT
-    v.tensor.tensor_shape.SetInParent()
-    v.tensor.float_val.append(value)
-    if with_metadata:
-        v.metadata.CopyFrom(tb_scalar_metadata.create_summary_metadata(display_name="", description=""))
-        v.metadata.data_class = tb_summary_pb2.DATA_CLASS_SCALAR
-    ev.summary.value.append(v)
-    return ev.SerializeToString()
 
 
 entries = st.lists(
@@ -94,7 +77,7 @@ def test_a_scalars_frame_writes_tensorboards_records(tmp_path_factory, entries) 
         if (run, tag) in steps and step < steps[run, tag]:
             backwards.append((files[run].path, tag, step, steps[run, tag], seq))
         steps[run, tag] = step
-        expected.setdefault(run, []).append(records.frame(tensorboards_event(wall_time, step, tag, value, first)))
+        expected.setdefault(run, []).append(records.frame(tensorboards_bytes(wall_time, step, tag, value, first)))
     for run, f in files.items():
         f.close()
         with open(f.path, "rb") as fh:
