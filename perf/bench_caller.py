@@ -23,6 +23,13 @@ is real, and ``bench_steptime.py`` is what charges it.  The writer uses
 ``on_full='drop'`` and is flushed every 10 iterations (untimed), so a call never waits
 for the sidecar.  One JSON line per call and condition: p50, p90 and
 ``ratio_to_floor`` (p50 over the floor's p50 in the same condition).
+
+Each call's CPU time is taken too (``time.thread_time_ns`` around the wall clock, so
+both clock reads are in it, for every case alike): ``cpu_p50_us`` and
+``cpu_ratio_to_floor`` are what the training thread itself spent, and
+``off_cpu_p50_us`` (wall minus CPU, per call) is the time the kernel had it off the
+core, runnable behind MXNet's threads.  With the engine busy that is where a call's
+wall time goes beyond its own work; no code in ``add_*`` can take it back.
 """
 
 from __future__ import annotations
@@ -49,9 +56,11 @@ def run(n: int = 150) -> list[dict[str, Any]]:
     dst_scalar = mx.nd.zeros((1,))
     dst_big = mx.nd.zeros((1_000_000,))
     mx.nd.waitall()
-    clock = time.perf_counter_ns
+    clock, cpu_clock = time.perf_counter_ns, time.thread_time_ns
     cases = ("copyto_scalar", "add_scalar_pending", "copyto_1M", "add_histogram_1M")
     samples: dict[tuple[str, str], list[int]] = {(c, k): [] for c in ("busy", "idle") for k in cases}
+    cpu: dict[tuple[str, str], list[int]] = {key: [] for key in samples}
+    off: dict[tuple[str, str], list[int]] = {key: [] for key in samples}
     with tempfile.TemporaryDirectory() as logdir:
         w = SidecarWriter(logdir, on_full="drop", slab_mb=256)
         w.flush()
@@ -68,6 +77,7 @@ def run(n: int = 150) -> list[dict[str, Any]]:
                         v = mx.nd.ones((1,)) * i
                         h = big + 1.0
                         mx.nd.waitall()
+                    c0 = cpu_clock()
                     t0 = clock()
                     if case == "copyto_scalar":
                         v.copyto(dst_scalar)
@@ -77,7 +87,11 @@ def run(n: int = 150) -> list[dict[str, Any]]:
                         h.copyto(dst_big)
                     else:
                         w.add_histogram("h", h, i)
-                    samples[(condition, case)].append(clock() - t0)
+                    wall = clock() - t0
+                    spent = cpu_clock() - c0
+                    samples[(condition, case)].append(wall)
+                    cpu[(condition, case)].append(spent)
+                    off[(condition, case)].append(max(0, wall - spent))
             if i % 10 == 9:
                 mx.nd.waitall()
                 w.flush()
@@ -86,7 +100,9 @@ def run(n: int = 150) -> list[dict[str, Any]]:
     for condition in ("busy", "idle"):
         for case in cases:
             s = sorted(samples[(condition, case)])
-            floor = sorted(samples[(condition, "copyto_1M" if "1M" in case else "copyto_scalar")])
+            floor_case = (condition, "copyto_1M" if "1M" in case else "copyto_scalar")
+            floor = sorted(samples[floor_case])
+            spent, floor_spent = sorted(cpu[(condition, case)]), sorted(cpu[floor_case])
             rec: dict[str, Any] = {
                 "bench": "caller_vs_push",
                 "engine": condition,
@@ -95,6 +111,9 @@ def run(n: int = 150) -> list[dict[str, Any]]:
                 "p50_us": round(percentile(s, 50) / 1e3, 1),
                 "p90_us": round(percentile(s, 90) / 1e3, 1),
                 "ratio_to_floor": round(percentile(s, 50) / percentile(floor, 50), 2),
+                "cpu_p50_us": round(percentile(spent, 50) / 1e3, 1),
+                "cpu_ratio_to_floor": round(percentile(spent, 50) / percentile(floor_spent, 50), 2),
+                "off_cpu_p50_us": round(percentile(sorted(off[(condition, case)]), 50) / 1e3, 1),
             }
             emit(rec)
             out.append(rec)

@@ -153,6 +153,42 @@ def sidecar_histogram(repeats: int = 15) -> list[dict[str, Any]]:
                "ratio_to_np_histogram_30": round(statistics.median(ts) / base, 2)}  # fmt: skip
         emit(rec)
         records.append(rec)
+    return records + _heavy_step_histograms(repeats * 4)
+
+
+# The parameters of bench_steptime's CNN (conv 32x1x3x3, conv 64x32x3x3, dense 1600->128,
+# dense 128->10, each with its bias): its heavy profile logs each one's weight and
+# gradient, 16 histograms and 450k values a step, 12 of them under 2,000 values.
+HEAVY_STEP_SIZES = (288, 32, 18432, 64, 204800, 128, 1280, 10)
+
+
+def _heavy_step_histograms(repeats: int) -> list[dict[str, Any]]:
+    """The sidecar's histograms of one heavy-profile step (``histogram_encode_heavy_step``):
+    ``encode`` of each descriptor, as the sidecar runs it, beside np.histogram(a, 30) of
+    the same 16 arrays."""
+    from mxsidecar.sidecar.encoders import histogram
+    from mxsidecar.wire.descriptors import Descriptor, Kind, Op
+
+    rng = np.random.default_rng(2)
+    arrays = [(rng.standard_normal(n) * scale).astype(np.float32) for n in HEAVY_STEP_SIZES for scale in (0.05, 1e-3)]
+    desc = Descriptor(Op.ITEM, 1, Kind.HISTOGRAM, "w", 1, 0.0)
+    cases = {
+        "mxsidecar encoders.histogram.encode, 16 arrays": lambda: [histogram.encode(desc, a) for a in arrays],
+        "numpy np.histogram(a, bins=30), 16 arrays": lambda: [np.histogram(a, bins=30) for a in arrays],
+    }
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(repeats):
+        for k, f in cases.items():  # interleaved
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    base = statistics.median(times["numpy np.histogram(a, bins=30), 16 arrays"])
+    records = []
+    for k, ts in times.items():
+        rec = {"bench": "histogram_encode_heavy_step", "what": k, "median_ms": round(statistics.median(ts) * 1e3, 3),
+               "ratio_to_np_histogram_30": round(statistics.median(ts) / base, 2)}  # fmt: skip
+        emit(rec)
+        records.append(rec)
     return records
 
 
@@ -166,4 +202,5 @@ if __name__ == "__main__":
 
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         sidecar_histogram()
-        run()
+        if "--histograms" not in sys.argv[1:]:  # --histograms: the sidecar's histograms only
+            run()

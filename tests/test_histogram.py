@@ -76,6 +76,50 @@ def test_counts_match_numpy_over_the_same_limits() -> None:
             assert by_limit[limit] == count
 
 
+def reference_histogram(values: np.ndarray) -> tuple[list[float], list[float], int, float, float]:
+    """The default histogram the slow, obvious way: finite values only, one binary search
+    each over the limits in the data's dtype, then TensorFlow's EncodeToProto rule in
+    plain Python (trim empty ends, keep only the last bucket of each empty run)."""
+    x = values.reshape(-1)
+    work = np.float32 if x.dtype in (np.float16, np.float32) else np.float64
+    x = x.astype(work)
+    finite = x[np.isfinite(x)]
+    lim = TF_LIMITS.astype(work)
+    counts = np.bincount(np.searchsorted(lim, finite, side="right"), minlength=len(lim) + 1).tolist()
+    limits = np.append(lim.astype(np.float64), DBL_MAX).tolist()
+    filled = [i for i, c in enumerate(counts) if c]
+    keep = [i for i in range(filled[0], filled[-1] + 1) if counts[i] or counts[i + 1]]
+    return [limits[i] for i in keep], [float(counts[i]) for i in keep], x.size - finite.size, finite.min(), finite.max()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.bool_])
+@pytest.mark.parametrize("n", [1, 7, histogram_encoder.SMALL, histogram_encoder.SMALL + 1, 70_000])
+@pytest.mark.parametrize("spread", [0.0, 1.0, 30.0])
+def test_every_path_gives_the_reference_histogram(dtype, n: int, spread: float) -> None:
+    """Small arrays (one binary search each), large ones (the float32 table or the log,
+    in chunks), few filled buckets (collapsed in Python) or many (in numpy), with and
+    without non-finite values (found from min and max): all the reference's answer."""
+    rng = np.random.default_rng(n + int(spread))
+    x = rng.standard_normal(n) * np.exp(rng.uniform(-spread, spread, n))
+    if dtype == np.int32:
+        x = x * 1000
+    x = x.astype(dtype)
+    cases = [x]
+    if np.issubdtype(dtype, np.floating) and n > 1:
+        y = x.copy()
+        y[:: max(2, n // 5)] = np.nan
+        y[1] = np.inf
+        z = x.copy()
+        z[0] = -np.inf  # an infinity alone: min shows it
+        cases += [y, z]
+    for values in cases:
+        proto, nonfinite = histogram_pb(values)
+        limits, counts, ref_nonfinite, lo, hi = reference_histogram(values)
+        assert (list(proto.bucket_limit), list(proto.bucket)) == (limits, counts)
+        assert nonfinite == ref_nonfinite and (proto.min, proto.max) == (float(lo), float(hi))
+        assert proto.num == values.size - ref_nonfinite
+
+
 def test_int_bins_edges_and_rules() -> None:
     x = np.arange(100, dtype=np.float64)
     proto, _ = histogram_pb(x, 10)

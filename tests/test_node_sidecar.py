@@ -535,8 +535,12 @@ def test_a_writer_joins_a_busy_sidecar_between_two_items(tmp_path, monkeypatch) 
     )
     a = SidecarWriter(str(tmp_path), max_queue=4096)
     try:
-        for i in range(200):  # 10 s of the sidecar's time
-            a.add_scalar("busy", np.array([i], np.float32), i)  # an array: one descriptor per value
+        # 10 s of the sidecar's time, one descriptor per value.  Not scalars: a run of
+        # float scalars (a one-element numpy array is one) travels as SCALARS frames of up
+        # to 512 values, and a joiner is welcomed between frames (~1.5 ms apart at the
+        # sidecar's normal pace, 512 x 50 ms under this fault).
+        for i in range(200):
+            a.add_text("busy", f"item {i}", i)
         assert wait_until(lambda: a._pipe._last_sent == a._pipe._seq, 10)  # all sent, one long batch
         b = SidecarWriter(str(tmp_path))
         try:

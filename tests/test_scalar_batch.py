@@ -195,6 +195,26 @@ def test_add_scalars_runs_and_extreme_values_read_back_with_tensorboard(tmp_path
         assert len(with_md) == len(set(with_md))
 
 
+@pytest.mark.parametrize("max_queue,per_frame", [(1024, SCALARS_PER_FRAME), (64, 32), (3, 1), (1, 1)])
+def test_a_frame_holds_at_most_half_the_queue(tmp_path, max_queue: int, per_frame: int) -> None:
+    """The pipeline caps a SCALARS frame at half its max_queue (and SCALARS_PER_FRAME):
+    the sidecar reports progress once per frame, and a caller blocked on a full queue
+    must hear of a frame written while the other half still waits, or it refills the
+    queue only after the sidecar has gone idle."""
+    sw = SidecarWriter(str(tmp_path), max_queue=max_queue)
+    try:
+        assert sw._pipe.completion.frame_values == per_frame
+    finally:
+        sw.close()
+    sent: list[bytes] = []
+    t = CompletionThread(lambda payloads, last: sent.extend(payloads), lambda exc: None, per_frame)
+    for seq in range(1, 2 * per_frame + 2):
+        t.put(scalar_item(seq))
+    t.put(STOP)
+    t.run()
+    assert [len(unpack_frame(fr)) for fr in sent] == [per_frame, per_frame, 1]
+
+
 @pytest.mark.parametrize("at", ["encode", "write"])
 @pytest.mark.parametrize("after", [0, 3, 10])
 def test_a_sidecar_killed_mid_stream_leaves_what_it_reported(tmp_path, monkeypatch, at, after) -> None:

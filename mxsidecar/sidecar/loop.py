@@ -356,8 +356,8 @@ class Sidecar:
         p.bytes_written += nbytes
         p.busy["scalar"] = p.busy.get("scalar", 0.0) + time.perf_counter() - start
         p.done_seq = seq
-        # A frame holds up to completion.SCALARS_PER_FRAME values: reporting after each
-        # lets a caller blocked on a full queue refill it while we write the next one.
+        # A frame holds up to the pipeline's frame_values (half its max_queue): reporting
+        # after each lets a caller blocked on a full queue refill it while we write the next.
         # Written through first: "done" means "in the kernel".
         self.flush_all()
         p.report()

@@ -36,10 +36,14 @@ BATCH_DELAY = 0.002
 # would only leave the sidecar idle while the caller waits.
 BURST_ITEMS = 64
 
-# Values per SCALARS frame.  The sidecar reports progress after each frame, so under
-# a sustained burst (max_queue=1024 full, on_full='block') a blocked caller refills
-# the queue while the sidecar writes the next frames, instead of after a whole batch.
-SCALARS_PER_FRAME = 128
+# Values per SCALARS frame, at most.  The sidecar reports progress after each frame,
+# and each report costs the training process a wake-up of its receiver thread and,
+# under a sustained burst (a full queue, on_full='block'), of the blocked caller: with
+# 128 values a frame that was ~1 us of the trainer's CPU per value (3.8 us against
+# 2.5 us at 512, measured over 10^6 scalars, 190k/s against 250-270k/s end to end).
+# The pipeline caps a frame at half its max_queue (``frame_values``), so that a blocked
+# caller refills one half while the sidecar writes the other.
+SCALARS_PER_FRAME = 512
 
 STOP = ("stop",)  # sentinel: the completion thread exits after what precedes it
 
@@ -53,9 +57,15 @@ class CompletionThread(threading.Thread):
     not be computed: the item is then sent as SKIP, with the reason).
     """
 
-    def __init__(self, send: Callable[[list[bytes], int], None], on_failure: Callable[[BaseException], None]) -> None:
+    def __init__(
+        self,
+        send: Callable[[list[bytes], int], None],
+        on_failure: Callable[[BaseException], None],
+        frame_values: int = SCALARS_PER_FRAME,
+    ) -> None:
         super().__init__(name="mxsidecar-completion", daemon=True)
         self._send = send
+        self.frame_values = frame_values
         self._on_failure = on_failure
         self.queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self.put = self.queue.put  # the training thread's whole cost of a hand-off
@@ -80,6 +90,7 @@ class CompletionThread(threading.Thread):
         pack_entry = SCALAR_ENTRY.pack
         previous = 0  # items in the last batch
         item_op, scalar_kind = int(Op.ITEM), int(Kind.SCALAR)
+        per_frame = self.frame_values
 
         def send() -> None:
             if entries:
@@ -111,7 +122,7 @@ class CompletionThread(threading.Thread):
                         run_b = run.encode()
                         entries.append(pack_entry(seq, step, wall, number, len(tag_b), len(run_b)) + tag_b + run_b)
                         last[0] = seq
-                        if len(entries) >= SCALARS_PER_FRAME:
+                        if len(entries) >= per_frame:
                             payloads.append(SCALARS_OP + b"".join(entries))
                             entries.clear()
                         continue

@@ -33,7 +33,7 @@ from ..wire.arena import Arena, SpanAllocator
 from ..wire.descriptors import Kind, Op
 from .backpressure import FlowControl, OnFull
 from .capture import EngineCapture, NDArrayInfo
-from .completion import STOP, CompletionThread
+from .completion import SCALARS_PER_FRAME, STOP, CompletionThread
 from .feedback import SidecarFeedback
 from .remote import RemoteLogdir
 from .supervisor import Supervisor
@@ -107,7 +107,8 @@ class Pipeline(SidecarFeedback):
         self._engine: EngineCapture | None = None
         self.arena = Arena.create(slab_bytes)
         try:
-            self.completion = CompletionThread(self._send, self._on_completion_failure)
+            frame_values = max(1, min(SCALARS_PER_FRAME, max_queue // 2))
+            self.completion = CompletionThread(self._send, self._on_completion_failure, frame_values)
             self._sidecar_args = (logdir, self.arena.name, flush_secs, filename_suffix)
             self._sidecar_tuning = (nice, cpus, sched_idle)
             self._sidecar_remote = remote
