@@ -20,7 +20,6 @@ __all__ = ["HistogramCalls"]
 MAX_BINS = 10_000  # tensorboardX#1: bins='auto' once asked numpy for 66 billion
 
 _HISTOGRAM = Kind.HISTOGRAM
-_DEFAULT_BINS = {"bins": "default"}
 
 BIN_RULES = ("auto", "fd", "doane", "scott", "stone", "rice", "sturges", "sqrt")
 
@@ -88,9 +87,11 @@ class HistogramCalls(KindCalls):
         if type(global_step) is not int or not 0 <= global_step <= INT64_MAX:
             global_step = check_step(global_step)
         wall = _now() if walltime is None else check_walltime(walltime)
-        # TensorBoard's buckets, the usual choice: one shared options dict (only read,
-        # by the completion thread's json.dumps), not a dict and a check per call.
-        options = _DEFAULT_BINS if type(bins) is str and bins == "default" else {"bins": check_bins(bins)}
+        # TensorBoard's buckets, the usual choice, travel as no options at all (the
+        # sidecar's default): no check per call here, no json.dumps in the completion
+        # thread (which holds the GIL the training thread wants), no json.loads in the
+        # sidecar; ~2 us each, 16 times a step in the heavy profile.
+        options = None if type(bins) is str and bins == "default" else {"bins": check_bins(bins)}
         if is_ndarray(values):  # the short path: one engine push, nothing else
             self._pipe.submit_ndarray(
                 _HISTOGRAM, tag, global_step, wall, values, self._ndarray("values", values), options
