@@ -18,7 +18,6 @@ import textwrap
 import warnings
 from collections import Counter
 
-import numpy as np
 import psutil
 import pytest
 from conftest import event_files, load_multiplexer, read_events, tensor_values, wait_until
