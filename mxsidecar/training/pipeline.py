@@ -1,21 +1,11 @@
-"""The training side of the transport: sequence numbers, admission, spans in flight.
+"""The pipeline between the training thread and its sidecar: made, flushed, closed.
 
-::
-
-    add_*  (training thread, under the pipeline lock)
-      | sticky error?  -> raise it (one explained error, every call after it too)
-      | admit: FlowControl.admit(reserve)      reserve = queue slot (+ arena span)
-      |          full -> block (Condition.wait) or drop (counted)
-      | seq += 1; copy into the span (numpy memcpy, or an engine copy for NDArrays)
-      | completion.put(item)                   SimpleQueue.put: never blocks
-      v
-    completion thread -> waits for pending engine copies, in seq order -> channel
-    receiver thread   <- Progress(done_seq): free spans <= done_seq, notify waiters
-                      <- EOF: SidecarError (sticky), notify waiters
-
-"Queued" is ``seq - done_seq``: everything logged and not yet handled by the
-sidecar, including what sits in the completion queue and in the socket, so
-``max_queue`` bounds memory end to end; ``slab_mb`` bounds the arrays.
+A :class:`Pipeline` is three halves of one object, one lock and one state:
+``admission.py`` (what ``add_*`` runs in the training thread: sequence numbers, the
+queue and the arena, the hand-off to the completion thread), ``feedback.py`` (what the
+sidecar sends back, handled on the helper threads) and this module: construction,
+the control messages (``flush``, ``stats``, ``purge_step``'s START), ``close``, and
+what the interpreter's exit and a fork do to the pipelines left open.
 """
 
 from __future__ import annotations
@@ -25,40 +15,26 @@ import os
 import sys
 import threading
 from collections import Counter, deque
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
-from ..errors import MxSidecarError, SidecarError, WriterClosed
-from ..wire.arena import Arena, SpanAllocator
+from ..errors import MxSidecarError, SidecarError
+from ..wire.arena import Arena
 from ..wire.descriptors import Kind, Op
+from .admission import Admission
 from .backpressure import FlowControl, OnFull
-from .capture import EngineCapture, NDArrayInfo
+from .capture import EngineCapture
 from .completion import SCALARS_PER_FRAME, STOP, CompletionThread
-from .feedback import SidecarFeedback
 from .remote import RemoteLogdir
 from .supervisor import Supervisor
 
-__all__ = ["Part", "Pipeline"]
+__all__ = ["Pipeline"]
 
 STATS_TIMEOUT = 10.0
-_KIND_NAMES = {k: k.name.lower() for k in Kind}  # Enum.name is a property: not on the drop path
-_ITEM = Op.ITEM  # a module global: Op.ITEM is a lookup on the enum class per call
-
-
-class Part(NamedTuple):
-    """One array of an item: its layout in the span and how to put it there."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    nbytes: int
-    fill: Callable[[Any, int], Callable[[], Any] | None]
-
 
 _live: set[Pipeline] = set()  # open pipelines, closed at interpreter exit
 
 
-class Pipeline(SidecarFeedback):
+class Pipeline(Admission):
     def __init__(
         self,
         logdir: str,
@@ -105,6 +81,7 @@ class Pipeline(SidecarFeedback):
         self.closed = False
         self.queued_bytes_total = 0
         self._engine: EngineCapture | None = None
+        self._mxnet_imported = _close_before_mxnet_shuts_down
         self.arena = Arena.create(slab_bytes)
         try:
             frame_values = max(1, min(SCALARS_PER_FRAME, max_queue // 2))
@@ -121,214 +98,6 @@ class Pipeline(SidecarFeedback):
         self.completion.start()
         self._owner_pid = os.getpid()
         _live.add(self)
-
-    # -- the training thread's side -----------------------------------------
-    def _check(self) -> None:
-        """Raise the sticky error (called with the lock held)."""
-        if self._error is not None:
-            self._error_raised = True
-            raise self._error
-        if self.closed:
-            raise WriterClosed("this SidecarWriter is closed")
-
-    def _reserve_slot(self) -> bool | str:
-        return True if self._seq - self._done < self.max_queue else "max_queue"
-
-    def submit(
-        self,
-        kind: Kind,
-        tag: str,
-        step: int,
-        wall_time: float,
-        run: str = "",
-        number: float = 0.0,
-        text: str = "",
-        options: dict[str, Any] | None = None,
-    ) -> bool:
-        """Enqueue a value that travels inside its descriptor; False if dropped.
-
-        ``run`` and ``number`` may be passed by position (``add_scalar`` does: a
-        keyword argument costs a little more per call).
-
-        The lock is taken by its own ``acquire``/``release`` (C methods), not ``with``
-        on the Condition, whose ``__enter__``/``__exit__`` are two Python calls more:
-        this is the whole path of ``add_scalar(float)``, a microsecond or two.
-        """
-        cond = self._cond
-        cond.acquire()
-        try:
-            if self._error is not None or self.closed:
-                self._check()
-            if self._seq - self._done >= self.max_queue:
-                if self.flow.admit(self._reserve_slot, cond.wait, _KIND_NAMES[kind], tag, self._check) is None:
-                    return False
-            seq = self._seq = self._seq + 1
-            self.completion.put(
-                (_ITEM, seq, kind, tag, step, wall_time, run, number, text, 0, 0, "", (), options, None)
-            )
-            return True
-        finally:
-            cond.release()
-
-    def submit_array(
-        self,
-        kind: Kind,
-        tag: str,
-        step: int,
-        wall_time: float,
-        parts: list[Part],
-        *,
-        run: str = "",
-        text: str = "",
-        options: dict[str, Any] | None = None,
-        named: bool = False,
-    ) -> bool:
-        """Reserve one span for every part, fill them, enqueue one descriptor; False if dropped.
-
-        Each ``part.fill(arena_buf, offset)`` copies (numpy) or starts an engine copy
-        (NDArray) and returns None or the callable the completion thread waits on.
-        One part travels as the descriptor's own dtype/shape; several (an embedding's
-        matrix and sprite images, a pr-curve's labels and predictions) are laid out
-        back to back, 64-byte aligned, and described in ``options["parts"]`` (also for
-        one part with ``named``: the sidecar then gets a dict of named arrays).
-
-        The common case, room in the queue and in the arena, takes one ``allocate``;
-        the policy (``fits_ever``, ``FlowControl.admit``) runs only when it fails.
-        """
-        single = len(parts) == 1 and not named
-        if single:
-            nbytes = SpanAllocator.aligned(parts[0].nbytes)
-            layout = [(parts[0], 0)]
-        else:
-            layout = []
-            nbytes = 0
-            for part in parts:
-                layout.append((part, nbytes))
-                nbytes += SpanAllocator.aligned(part.nbytes)
-        cond = self._cond
-        cond.acquire()
-        try:
-            offset = self._take_span(kind, tag, nbytes)
-            if offset is None:
-                return False
-            waits: list[Callable[[], Any]] = []
-            buf = self.arena.buf
-            try:
-                for part, rel in layout:
-                    w = part.fill(buf, offset + rel)
-                    if w is not None:
-                        waits.append(w)
-            except BaseException:
-                if not waits:
-                    self._free_span(offset)
-                else:
-                    # Engine copies already pushed may still write into the span, so it
-                    # cannot be reused yet: a silent SKIP (empty text) travels in order,
-                    # the completion thread waits for those copies, and the sidecar's
-                    # progress frees the span as for any item.
-                    self._seq += 1
-                    self._spans.append((self._seq, offset))
-                    self._controls.append(self._seq)
-                    self.completion.put(
-                        (Op.SKIP, self._seq, kind, tag, 0, 0.0, "", 0.0, "", 0, 0, "", (), None, _wait_all(waits))
-                    )
-                raise
-            pending = None if not waits else waits[0] if len(waits) == 1 else _wait_all(waits)
-            seq = self._seq = self._seq + 1
-            self._spans.append((seq, offset))
-            self.queued_bytes_total += nbytes
-            if single:
-                part = parts[0]
-                dtype, shape, nbytes = part.dtype, part.shape, part.nbytes
-            else:
-                dtype, shape = "", ()
-                options = dict(options or {})
-                options["parts"] = [[part.name, rel, part.dtype, list(part.shape)] for part, rel in layout]
-            self.completion.put(
-                (_ITEM, seq, kind, tag, step, wall_time, run, 0.0, text, offset, nbytes, dtype, shape, options, pending)
-            )
-            return True
-        finally:
-            cond.release()
-
-    def submit_ndarray(
-        self,
-        kind: Kind,
-        tag: str,
-        step: int,
-        wall_time: float,
-        value: Any,
-        info: NDArrayInfo,
-        options: dict[str, Any] | None = None,
-    ) -> bool:
-        """:meth:`submit_array` for one NDArray (``info``: ``engine.describe(value)``).
-
-        The per-step kinds (a loss, a gradient's histogram) come here: one span, one
-        engine push, no Part and no layout, so the call is as short as the training
-        thread can make it while MXNet's workers hold the cores.
-        """
-        nbytes = info[2]
-        cond = self._cond
-        cond.acquire()
-        try:
-            offset = self._take_span(kind, tag, nbytes)
-            if offset is None:
-                return False
-            try:
-                pending = (self._engine or self.engine).start(value, info, self.arena.buf, offset)
-            except BaseException:
-                self._free_span(offset)  # nothing was pushed that could write into it
-                raise
-            seq = self._seq = self._seq + 1
-            self._spans.append((seq, offset))
-            self.queued_bytes_total += SpanAllocator.aligned(nbytes)
-            shape, dtype = info[0], info[1]
-            self.completion.put(
-                (_ITEM, seq, kind, tag, step, wall_time, "", 0.0, "", offset, nbytes, dtype, shape, options, pending)
-            )
-            return True
-        finally:
-            cond.release()
-
-    def _free_span(self, offset: int) -> None:
-        """Give back a span no descriptor was sent for (lock held)."""
-        allocator = self.arena.allocator
-        assert allocator is not None
-        allocator.free(offset)
-
-    def _take_span(self, kind: Kind, tag: str, nbytes: int) -> int | None:
-        """The offset of a span of ``nbytes`` for one item (lock held), or None if the
-        item is dropped; raises the sticky error first.  With room in the queue and the
-        arena this is one ``allocate``; otherwise the ``on_full`` policy decides."""
-        if self._error is not None or self.closed:
-            self._check()
-        allocator = self.arena.allocator
-        assert allocator is not None
-        if self._seq - self._done < self.max_queue:
-            offset = allocator.allocate(nbytes)
-            if offset is not None:
-                return offset
-        if not allocator.fits_ever(nbytes):
-            raise ValueError(
-                f"{_KIND_NAMES[kind]} {tag!r}: {nbytes / 2**20:.1f} MB can never fit in the arena "
-                f"(slab_mb={self.arena.size / 2**20:g}); raise slab_mb or log a smaller array"
-            )
-
-        def reserve() -> int | str:
-            if self._seq - self._done >= self.max_queue:
-                return "max_queue"
-            offset = allocator.allocate(nbytes)
-            return "slab_mb" if offset is None else offset
-
-        return self.flow.admit(reserve, self._cond.wait, _KIND_NAMES[kind], tag, self._check)
-
-    @property
-    def engine(self) -> EngineCapture:
-        """The NDArray capture, created on the first NDArray (importing mxnet then)."""
-        if self._engine is None:
-            self._engine = EngineCapture()
-            _close_before_mxnet_shuts_down()
-        return self._engine
 
     def purge(self, step: int, wall_time: float) -> None:
         """``purge_step``'s SessionLog START: an ITEM to the sidecar, but no value the
@@ -442,14 +211,6 @@ class Pipeline(SidecarFeedback):
         if self._error is not None and not self._error_raised:
             self._error_raised = True
             raise self._error
-
-
-def _wait_all(waits: list[Callable[[], Any]]) -> Callable[[], None]:
-    def wait() -> None:
-        for w in waits:
-            w()
-
-    return wait
 
 
 def _close_all_at_exit() -> None:

@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 
 from .. import arguments as v
+from ..admission import Part
 from ..capture import NDArrayInfo, copy_numpy, is_ndarray
-from ..pipeline import Part, Pipeline
+from ..pipeline import Pipeline
 
 __all__ = ["KindCalls"]
 
