@@ -27,9 +27,10 @@ for the sidecar.  One JSON line per call and condition: p50, p90 and
 Each call's CPU time is taken too (``time.thread_time_ns`` around the wall clock, so
 both clock reads are in it, for every case alike): ``cpu_p50_us`` and
 ``cpu_ratio_to_floor`` are what the training thread itself spent, and
-``off_cpu_p50_us`` (wall minus CPU, per call) is the time the kernel had it off the
-core, runnable behind MXNet's threads.  With the engine busy that is where a call's
-wall time goes beyond its own work; no code in ``add_*`` can take it back.
+``off_cpu_p50_us`` (wall minus CPU, per call, floored at 0) is the time the kernel had
+it off the core, runnable behind MXNet's threads.  It tells preemption apart from a
+call whose own instructions run slower; measured busy, it is 0 at p50 (``perf/README.md``).
+On a VM, time the hypervisor takes from the vCPU may count as CPU time here.
 """
 
 from __future__ import annotations

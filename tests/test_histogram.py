@@ -102,8 +102,9 @@ def test_every_path_gives_the_reference_histogram(dtype, n: int, spread: float) 
     rng = np.random.default_rng(n + int(spread))
     x = rng.standard_normal(n) * np.exp(rng.uniform(-spread, spread, n))
     if dtype == np.int32:
-        x = x * 1000
-    x = x.astype(dtype)
+        x = np.clip(x * 1000, -(2**31), 2**31 - 1)
+    with np.errstate(over="ignore"):  # float16: past 65504 is inf, a non-finite value like any
+        x = x.astype(dtype)
     cases = [x]
     if np.issubdtype(dtype, np.floating) and n > 1:
         y = x.copy()
@@ -118,6 +119,34 @@ def test_every_path_gives_the_reference_histogram(dtype, n: int, spread: float) 
         assert (list(proto.bucket_limit), list(proto.bucket)) == (limits, counts)
         assert nonfinite == ref_nonfinite and (proto.min, proto.max) == (float(lo), float(hi))
         assert proto.num == values.size - ref_nonfinite
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [histogram_encoder.SMALL, 70_000])
+def test_limits_zeros_and_extremes_give_the_reference_histogram(dtype, n: int) -> None:
+    """Values exactly on limits and one ulp either side, both zeros, values below the
+    smallest limit and past the largest (1e20), on both paths (up to SMALL values, and
+    the table or the log above it)."""
+    lim = TF_LIMITS.astype(dtype)
+    special = np.concatenate(
+        [
+            lim,
+            np.nextafter(lim, dtype(np.inf)),
+            np.nextafter(lim, dtype(-np.inf)),
+            [0.0, -0.0, 1e-13, -1e-13, 3e20, -3e20],
+        ]
+    ).astype(dtype)
+    x = np.resize(np.random.default_rng(5).permutation(special), n)
+    proto, nonfinite = histogram_pb(x)
+    limits, counts, ref_nonfinite, lo, hi = reference_histogram(x)
+    assert (list(proto.bucket_limit), list(proto.bucket)) == (limits, counts)
+    assert nonfinite == ref_nonfinite == 0 and (proto.min, proto.max) == (float(lo), float(hi))
+
+
+@pytest.mark.parametrize("values", [np.array([], np.float32), np.array([np.nan, np.inf, -np.inf], np.float32)])
+def test_nothing_finite_is_refused(values) -> None:
+    with pytest.raises(ValueError, match=f"all {values.size} values are NaN or Inf; nothing to draw"):
+        histogram_pb(values)
 
 
 def test_int_bins_edges_and_rules() -> None:

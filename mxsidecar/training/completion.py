@@ -40,7 +40,10 @@ BURST_ITEMS = 64
 # and each report costs the training process a wake-up of its receiver thread and,
 # under a sustained burst (a full queue, on_full='block'), of the blocked caller: with
 # 128 values a frame that was ~1 us of the trainer's CPU per value (3.8 us against
-# 2.5 us at 512, measured over 10^6 scalars, 190k/s against 250-270k/s end to end).
+# 2.5 us at 512 over 10^6 scalars), and 215k against 279k scalars/s end to end in one
+# alternating run (perf/README.md, bench_throughput.py).  The price: a sidecar that dies
+# in the middle of a frame may have written up to a frame's values it never reported,
+# which the trainer then counts lost (invariant 8 counts what was not reported done).
 # The pipeline caps a frame at half its max_queue (``frame_values``), so that a blocked
 # caller refills one half while the sidecar writes the other.
 SCALARS_PER_FRAME = 512

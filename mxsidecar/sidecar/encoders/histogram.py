@@ -10,10 +10,12 @@ trimmed here (mxboard's 1,548 buckets spanning +-1e20 are what render as one spi
 Bucketing happens in the data's own dtype (float32 stays float32: converting a 1M
 array to float64 first costs more than the histogram).  ``'default'`` uses
 TensorFlow's bucket limits (+-1e-12 * 1.1**k up to 1e20, and 0) with TensorFlow's
-``upper_bound`` rule, bucket ``i`` being ``[limit[i-1], limit[i])``; the index is
-computed with one logarithm instead of a binary search over 1,549 edges, and only
-values within rounding distance of an edge are placed by ``searchsorted``.  Runs
-of empty buckets are collapsed into one, as TensorFlow's ``EncodeToProto`` does.
+``upper_bound`` rule, bucket ``i`` being ``[limit[i-1], limit[i])``.  Up to
+``SMALL`` values, the index is one binary search over the 1,549 limits; above it,
+float32 reads it from a table over each value's top bits and other dtypes compute it
+with one logarithm, and only values a limit may cut (a table entry of -1, or a log
+within rounding distance of an integer) are placed by ``searchsorted``.  Runs of
+empty buckets are collapsed into one, as TensorFlow's ``EncodeToProto`` does.
 
 NaN and +-Inf are left out of the buckets and of min/max/num/sum; their count is
 returned to the sidecar, which reports it per tag in ``stats()``.
