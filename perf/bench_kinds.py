@@ -140,20 +140,29 @@ def sidecar_histogram(repeats: int = 15) -> list[dict[str, Any]]:
         "numpy np.histogram(x) (10 bins)": lambda: np.histogram(x),
         "numpy np.histogram(x, TensorBoard's 1549 edges)": lambda: np.histogram(x, bins=edges),
     }
+    records = _against_numpy("sidecar_histogram_1M_float32", cases, "numpy np.histogram(x, bins=30)", repeats, 2)
+    return records + _heavy_step_histograms(repeats * 4)
+
+
+def _against_numpy(
+    bench: str, cases: dict[str, Callable[[], Any]], base: str, repeats: int, digits: int
+) -> list[dict[str, Any]]:
+    """Each case timed ``repeats`` times, interleaved; one record per case: its median
+    and its ratio to the median of case ``base``."""
     times: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(repeats):
         for k, f in cases.items():  # interleaved
             t0 = time.perf_counter()
             f()
             times[k].append(time.perf_counter() - t0)
-    base = statistics.median(times["numpy np.histogram(x, bins=30)"])
+    floor = statistics.median(times[base])
     records = []
     for k, ts in times.items():
-        rec = {"bench": "sidecar_histogram_1M_float32", "what": k, "median_ms": round(statistics.median(ts) * 1e3, 2),
-               "ratio_to_np_histogram_30": round(statistics.median(ts) / base, 2)}  # fmt: skip
+        rec = {"bench": bench, "what": k, "median_ms": round(statistics.median(ts) * 1e3, digits),
+               "ratio_to_np_histogram_30": round(statistics.median(ts) / floor, 2)}  # fmt: skip
         emit(rec)
         records.append(rec)
-    return records + _heavy_step_histograms(repeats * 4)
+    return records
 
 
 # The parameters of bench_steptime's CNN (conv 32x1x3x3, conv 64x32x3x3, dense 1600->128,
@@ -176,20 +185,7 @@ def _heavy_step_histograms(repeats: int) -> list[dict[str, Any]]:
         "mxsidecar encoders.histogram.encode, 16 arrays": lambda: [histogram.encode(desc, a) for a in arrays],
         "numpy np.histogram(a, bins=30), 16 arrays": lambda: [np.histogram(a, bins=30) for a in arrays],
     }
-    times: dict[str, list[float]] = {k: [] for k in cases}
-    for _ in range(repeats):
-        for k, f in cases.items():  # interleaved
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
-    base = statistics.median(times["numpy np.histogram(a, bins=30), 16 arrays"])
-    records = []
-    for k, ts in times.items():
-        rec = {"bench": "histogram_encode_heavy_step", "what": k, "median_ms": round(statistics.median(ts) * 1e3, 3),
-               "ratio_to_np_histogram_30": round(statistics.median(ts) / base, 2)}  # fmt: skip
-        emit(rec)
-        records.append(rec)
-    return records
+    return _against_numpy("histogram_encode_heavy_step", cases, "numpy np.histogram(a, bins=30), 16 arrays", repeats, 3)
 
 
 if __name__ == "__main__":
